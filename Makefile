@@ -1,0 +1,25 @@
+# Quick start:  make demo  (a CPU sweep of a tiny model)  and  make test
+VENV := .venv
+PY := $(VENV)/bin/python
+READY := $(VENV)/.ready
+
+.PHONY: setup demo test overhead clean
+
+setup: $(READY)
+
+$(READY): requirements.txt scripts/setup-venv.sh
+	bash scripts/setup-venv.sh $(VENV)
+	touch $@
+
+demo: setup
+	$(PY) benchmark.py yamls/cpu-tiny.yaml
+
+test: setup
+	$(PY) -m pytest
+
+# Harness latency over a bare `generate` loop, alternated in one process (target 1.00 +/- 0.03).
+overhead: setup
+	$(PY) benchmarks/overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,79 @@
+"""The one interface every engine implements, and the options every backend entry shares."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+from harness.config import opt
+from harness.memory import MemoryEstimate, PeakMemory, estimate_point
+from harness.models import ModelSpec
+from harness.timing import BatchSpec, BatchTiming
+
+
+@dataclass
+class BackendOptions:
+    """Keys every backend entry accepts; each backend subclasses this with its own typed options."""
+
+    name: str = opt("", help="Backend to run, from the registry in backends/__init__.py.")
+    label: Optional[str] = opt(None, help="Name of this entry in results (default: name); unique within a sweep.")
+
+    @property
+    def entry_label(self) -> str:
+        return self.label or self.name
+
+    def validate(self, key: str) -> None:
+        """Value checks beyond types; raise UserError naming `key`.<field>. Must not load anything."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where an entry runs, resolved from its options without loading anything."""
+
+    device: str  # "cpu" or "cuda"
+    num_devices: int = 1
+    tp_size: int = 1
+
+
+class Backend(ABC):
+    """One engine behind `load` / `run` / `close`.
+
+    The harness calls `load()` once per backend entry, then `run()` for every warm-up and
+    timed batch of every point, then `close()`. A backend never writes results, picks
+    batches or launches processes: it turns one batch into one `BatchTiming`.
+    """
+
+    Options: ClassVar[type] = BackendOptions
+
+    def __init__(self, options: BackendOptions, model: ModelSpec):
+        self.options = options
+        self.model = model
+        self.placement = self.resolve_placement(options)
+        self.peak_memory = PeakMemory(self.placement.device)
+
+    @classmethod
+    @abstractmethod
+    def resolve_placement(cls, options: BackendOptions) -> Placement:
+        """Device kind and counts for these options on this machine ("auto" resolved)."""
+
+    @classmethod
+    def estimate_memory(cls, options: BackendOptions, model: ModelSpec, batch_size: int, input_length: int,
+                        output_length: int) -> MemoryEstimate:
+        """Bytes the point needs across the entry's devices; engines with their own allocator override this."""
+        return estimate_point(model, batch_size, input_length, output_length)
+
+    @abstractmethod
+    def load(self) -> None:
+        """Build or load the model on its devices and make it ready to generate."""
+
+    @abstractmethod
+    def run(self, batch: BatchSpec) -> BatchTiming:
+        """Generate exactly `batch.output_length` tokens for every prompt and return the stamps.
+
+        The first stamp is taken right before the batch is handed to the engine and the last
+        one after its outputs are on the host, with the device synchronized.
+        """
+
+    def close(self) -> None:
+        """Free what `load` took. The default relies on the process ending."""

@@ -1,0 +1,170 @@
+"""HF transformers `generate`, timed per step through a streamer."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Tuple
+
+from backends.base import Backend, BackendOptions, Placement
+from harness.config import opt
+from harness.errors import UserError
+from harness.memory import MemoryEstimate, estimate_point
+from harness.models import ModelSpec
+from harness.timing import BatchSpec, BatchTiming
+
+DEVICES = ("auto", "cpu", "cuda")
+CACHES = ("dynamic", "static")
+ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
+
+
+@dataclass
+class HFOptions(BackendOptions):
+    device: str = opt("auto", help="auto (cuda when present, else cpu) | cpu | cuda.")
+    attn_implementation: str = opt("sdpa", help=" | ".join(ATTENTIONS) + ".")
+    cache_implementation: str = opt(
+        "dynamic", help="dynamic: the KV cache grows each step; static: preallocated, what `compile` needs."
+    )
+    compile: bool = opt(
+        False, help="torch.compile the forward pass (needs static cache); warm-up batches absorb the compile time."
+    )
+
+    def validate(self, key: str) -> None:
+        for name, allowed in (("device", DEVICES), ("attn_implementation", ATTENTIONS),
+                              ("cache_implementation", CACHES)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise UserError(f"{key}.{name}: {value!r} is not one of {', '.join(allowed)}")
+        if self.compile and self.cache_implementation != "static":
+            raise UserError(f"{key}.compile: true needs {key}.cache_implementation: static")
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class StepClock:
+    """A streamer that stamps the host clock as each decoding step hands its tokens over.
+
+    `generate` calls `put` once with the prompt, then once per step with one new token
+    for every sequence of the batch, so the first stamp is the batch's TTFT instant and
+    the last one its final token, whatever the batch size.
+    """
+
+    def __init__(self, sync: Callable[[], None]):
+        self.sync = sync
+        self.stamps: List[float] = []
+        self._seen_prompt = False
+
+    def put(self, value) -> None:
+        if not self._seen_prompt:
+            self._seen_prompt = True
+            return
+        self.sync()
+        self.stamps.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
+class HFBackend(Backend):
+    Options = HFOptions
+
+    @classmethod
+    def resolve_placement(cls, options: HFOptions) -> Placement:
+        return Placement(device=resolve_device(options.device))
+
+    @classmethod
+    def estimate_memory(cls, options: HFOptions, model: ModelSpec, batch_size: int, input_length: int,
+                        output_length: int) -> MemoryEstimate:
+        eager = options.attn_implementation == "eager"
+        return estimate_point(model, batch_size, input_length, output_length, eager_attention=eager)
+
+    def load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        device, dtype = self.placement.device, self.model.torch_dtype
+        if device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("device: cuda requested but torch sees no CUDA device")
+        kwargs = dict(dtype=dtype, attn_implementation=self.options.attn_implementation)
+        if self.model.weights == "random":
+            torch.manual_seed(0)
+            with torch.device(device):
+                model = AutoModelForCausalLM.from_config(self.model.hf_config, **kwargs)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(self.model.source, device_map=device, **kwargs)
+        self.net = model.eval().requires_grad_(False)
+        self.eos_ids = _eos_ids(self.model.hf_config)
+        self._configs: Dict[int, object] = {}
+        self._sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def run(self, batch: BatchSpec) -> BatchTiming:
+        import torch
+
+        input_ids = torch.tensor(batch.prompts, dtype=torch.long, device=self.placement.device)
+        clock = StepClock(self._sync)
+        with torch.inference_mode():
+            self._sync()
+            start = time.perf_counter()
+            out = self.net.generate(
+                input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                generation_config=self._generation_config(batch.output_length),
+                streamer=clock,
+            )
+            self._sync()
+            end = time.perf_counter()
+        produced = tokens_produced(out[:, batch.input_length:].tolist(), self.eos_ids, batch.output_length)
+        return BatchTiming(start, clock.stamps[0], clock.stamps[-1], end, produced)
+
+    def close(self) -> None:
+        import torch
+
+        del self.net
+        if self.placement.device == "cuda":
+            torch.cuda.empty_cache()
+
+    def _generation_config(self, output_length: int):
+        """Greedy, exactly `output_length` tokens: EOS is masked out until then (min == max)."""
+        if output_length not in self._configs:
+            from transformers import CompileConfig, GenerationConfig
+
+            config = GenerationConfig(
+                max_new_tokens=output_length,
+                min_new_tokens=output_length,
+                do_sample=False,
+                num_beams=1,
+                use_cache=True,
+                eos_token_id=self.eos_ids,
+                pad_token_id=self.eos_ids[0],
+                cache_implementation="static" if self.options.cache_implementation == "static" else None,
+                disable_compile=not self.options.compile,
+            )
+            if self.options.compile:
+                config.compile_config = CompileConfig()
+                # HF only auto-compiles on accelerators; the flag opts CPU in, so the option means the same everywhere.
+                config.compile_config._compile_all_devices = True
+            self._configs[output_length] = config
+        return self._configs[output_length]
+
+
+def _eos_ids(hf_config) -> List[int]:
+    eos = getattr(hf_config, "eos_token_id", None)
+    if eos is None:
+        raise RuntimeError("model config has no eos_token_id; cannot force the output length")
+    return list(eos) if isinstance(eos, (list, tuple)) else [eos]
+
+
+def tokens_produced(generated: List[List[int]], eos_ids: List[int], requested: int) -> Tuple[int, ...]:
+    """Real tokens per sequence: up to and including the first EOS (the rest is padding)."""
+    eos = set(eos_ids)
+    counts = []
+    for row in generated:
+        stop = next((i + 1 for i, token in enumerate(row) if token in eos), len(row))
+        counts.append(min(stop, requested))
+    return tuple(counts)

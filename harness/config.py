@@ -1,0 +1,227 @@
+"""Typed sweep configuration: YAML plus `key=value` overrides -> validated dataclasses.
+
+This is the one place that knows every key. Loading checks the shape (unknown keys,
+types) through OmegaConf structured configs; `validate` checks values and cross-field
+rules without touching a model. Every failure is a `UserError` naming the key path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import yaml
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
+
+from harness.errors import UserError
+
+DTYPES = ("bf16", "fp16", "fp32")
+WEIGHTS = ("random", "pretrained")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def opt(default: Any = MISSING, *, help: str, factory: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field with a help text; without a default (OmegaConf's MISSING) the key is required."""
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class ModelConfig:
+    preset: Optional[str] = opt(None, help="Architecture shipped in harness/presets/, e.g. llama-2-70b.")
+    name_or_path: Optional[str] = opt(None, help="Local model folder or hub id, instead of a preset.")
+    weights: str = opt(
+        "random",
+        help="random: build from the architecture, nothing downloaded (timings do not depend on weight "
+        "values); pretrained: load the weights of name_or_path.",
+    )
+    dtype: str = opt("bf16", help="bf16 | fp16 | fp32.")
+    overrides: Dict[str, Any] = opt(factory=dict, help="Architecture fields to change, e.g. {num_hidden_layers: 2}.")
+
+
+@dataclass
+class SweepConfig:
+    benchmark_name: str = opt(help="Names the results folder and the `benchmark_name` column.")
+    model: ModelConfig = opt(factory=ModelConfig, help="What to load.")
+    backends: List[Any] = opt(
+        factory=lambda: [{"name": "hf"}], help="Engines to measure: each entry has `name` and that backend's options."
+    )
+    batch_sizes: List[int] = opt(help="Sequences per batch, all submitted together.")
+    input_lengths: List[int] = opt(help="Prompt tokens per sequence.")
+    output_lengths: List[int] = opt(help="Generated tokens per sequence, forced exactly.")
+    num_batches: int = opt(5, help="Timed batches per point.")
+    num_warmup_batches: int = opt(1, help="Untimed batches per point before the timed ones.")
+    seed: int = opt(0, help="Seeds the random prompts (and random weights).")
+    skip_larger_batches_after_oom: bool = opt(
+        True, help="After an out-of-memory point, skip larger batch sizes at the same lengths."
+    )
+    memory_fraction: float = opt(
+        0.9, help="Share of free memory a point's estimate may use; points estimated above it are skipped."
+    )
+
+
+def load_config(path: str | Path, overrides: List[str]) -> SweepConfig:
+    """Read a sweep YAML, apply dotlist overrides, check shape and values."""
+    raw = _read_yaml(Path(path))
+    for item in overrides:
+        _apply_override(raw, item)
+    config = to_dataclass(SweepConfig, raw)
+    from backends import resolve_options  # the registry, imported late: it may import torch
+
+    config.backends = [resolve_options(entry, f"backends[{i}]") for i, entry in enumerate(config.backends)]
+    validate(config)
+    return config
+
+
+def to_dataclass(schema: type, raw: Any, prefix: str = "") -> Any:
+    """Merge `raw` into the structured schema and return a dataclass instance, or raise UserError."""
+    if not isinstance(raw, dict):
+        raise UserError(f"{prefix or 'config'}: expected a mapping of keys, got {_show(raw)}")
+    for name, hint in typing.get_type_hints(schema).items():
+        if dataclasses.is_dataclass(hint) and name in raw and not isinstance(raw[name], dict):
+            # OmegaConf's merge error for this case carries no key path
+            raise UserError(f"{_join(prefix, name)}: expected a mapping of keys, got {_show(raw[name])}")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.create(raw))
+        return OmegaConf.to_object(merged)
+    except OmegaConfBaseException as e:
+        raise _translate(e, schema, prefix) from None
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read config ({e.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UserError(f"{path}: not valid YAML{where}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of keys at the top level, got {_show(data)}")
+    return data
+
+
+def _apply_override(raw: dict, item: str) -> None:
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise UserError(f"override {item!r}: expected key=value, e.g. batch_sizes=[1,8]")
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError:
+        raise UserError(f"override {key}: cannot parse value {text!r}") from None
+    conf = OmegaConf.create(raw)
+    try:
+        OmegaConf.update(conf, key, value, merge=False)
+    except OmegaConfBaseException as e:
+        raise UserError(f"override {key}: {_first_line(e)}") from None
+    raw.clear()
+    raw.update(OmegaConf.to_container(conf))
+
+
+def _translate(e: OmegaConfBaseException, schema: type, prefix: str) -> UserError:
+    key = _join(prefix, str(e.full_key or ""))
+    if isinstance(e, ConfigKeyError):
+        owner = e.object_type if dataclasses.is_dataclass(e.object_type) else schema
+        allowed = ", ".join(f.name for f in dataclasses.fields(owner))
+        return UserError(f"{key}: unknown key (allowed: {allowed})")
+    if isinstance(e, MissingMandatoryValue):
+        return UserError(f"{key}: required, not set")
+    return UserError(f"{key}: {_type_message(e)}")
+
+
+def _type_message(e: OmegaConfBaseException) -> str:
+    """OmegaConf's wording, rephrased as `expected <type>, got <value>`."""
+    msg = _first_line(e)
+    converted = re.search(r"could not be converted to (\w+)", msg)
+    if converted:
+        expected = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false",
+                    "String": "a string"}.get(converted.group(1), converted.group(1))
+        return f"expected {expected}, got {e.value!r}"
+    if "is not a valid bool" in msg:
+        return f"expected true or false, got {e.value!r}"
+    if "is not a ListConfig" in msg:
+        return f"expected a list, got {e.value!r}"
+    return msg
+
+
+def _join(prefix: str, key: str) -> str:
+    return ".".join(p for p in (prefix, key) if p)
+
+
+def _first_line(e: Exception) -> str:
+    msg = getattr(e, "msg", None) or str(e)
+    return msg.strip().splitlines()[0]
+
+
+def _show(value: Any) -> str:
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}"
+
+
+def validate(config: SweepConfig) -> None:
+    """Value and cross-field checks that need no model."""
+    if not _NAME_RE.match(config.benchmark_name):
+        raise UserError(
+            f"benchmark_name: {config.benchmark_name!r} is not allowed (letters, digits, '.', '_', '-'; "
+            "it names a folder)"
+        )
+    for key in ("batch_sizes", "input_lengths", "output_lengths"):
+        _check_positive_list(key, getattr(config, key))
+    if config.num_batches < 1:
+        raise UserError(f"num_batches: must be at least 1, got {config.num_batches}")
+    if config.num_warmup_batches < 0:
+        raise UserError(f"num_warmup_batches: must be 0 or more, got {config.num_warmup_batches}")
+    if not 0 < config.memory_fraction <= 1:
+        raise UserError(f"memory_fraction: must be in (0, 1], got {config.memory_fraction}")
+    _validate_model(config.model)
+    _validate_backends(config.backends)
+
+
+def _check_positive_list(key: str, values: List[int]) -> None:
+    if not values:
+        raise UserError(f"{key}: must be a non-empty list of positive integers, got []")
+    bad = [v for v in values if v < 1]
+    if bad:
+        raise UserError(f"{key}: must be a non-empty list of positive integers, got {bad[0]}")
+    if len(set(values)) != len(values):
+        raise UserError(f"{key}: has duplicates: {values}")
+
+
+def _validate_model(model: ModelConfig) -> None:
+    if model.dtype not in DTYPES:
+        raise UserError(f"model.dtype: {model.dtype!r} is not one of {', '.join(DTYPES)}")
+    if model.weights not in WEIGHTS:
+        raise UserError(f"model.weights: {model.weights!r} is not one of {', '.join(WEIGHTS)}")
+    if model.preset and model.name_or_path:
+        raise UserError("model: set model.preset or model.name_or_path, not both")
+    if not model.preset and not model.name_or_path:
+        raise UserError("model: missing; set model.preset (see harness/presets/) or model.name_or_path")
+    if model.weights == "pretrained" and not model.name_or_path:
+        raise UserError("model.weights: 'pretrained' needs model.name_or_path (presets have no weights)")
+
+
+def _validate_backends(entries: List[Any]) -> None:
+    if not entries:
+        raise UserError("backends: must list at least one backend, e.g. [{name: hf}]")
+    seen: Dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        if entry.entry_label in seen:
+            raise UserError(
+                f"backends[{i}].label: {entry.entry_label!r} is already used by backends[{seen[entry.entry_label]}]; "
+                "give each entry a unique label"
+            )
+        seen[entry.entry_label] = i
+        entry.validate(f"backends[{i}]")
+
+
+def to_plain(config: SweepConfig) -> Dict[str, Any]:
+    """The resolved config as plain data, for the manifest and for `--resume` checks."""
+    return dataclasses.asdict(config)

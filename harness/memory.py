@@ -1,0 +1,139 @@
+"""Memory: what a point should need, what the machine has free, and what a point really used.
+
+The estimate is deliberately simple and a little generous. Its job is to keep a sweep
+from exhausting host memory (which kills the machine, not just the run) or from
+spending minutes on a load that cannot fit; real out-of-memory errors on the device
+are still caught and recorded as `oom` by the runner.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from harness.models import ModelSpec
+
+GiB = 1024**3
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    weights_bytes: int
+    kv_cache_bytes: int
+    activation_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_cache_bytes + self.activation_bytes
+
+    def describe(self) -> str:
+        return (
+            f"{self.total_bytes / GiB:.1f} GiB (weights {self.weights_bytes / GiB:.1f}, "
+            f"KV cache {self.kv_cache_bytes / GiB:.1f}, activations {self.activation_bytes / GiB:.1f})"
+        )
+
+
+def kv_cache_bytes(model: ModelSpec, batch_size: int, tokens: int) -> int:
+    """Keys and values for every layer, with the model's real KV heads (GQA/MQA shrink this 4-8x).
+
+    Sliding-window models are counted at full length: an over-estimate, never an under-estimate.
+    """
+    c = model.hf_config
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
+    return 2 * c.num_hidden_layers * kv_heads * head_dim * batch_size * tokens * model.dtype_bytes
+
+
+def activation_bytes(model: ModelSpec, batch_size: int, input_length: int, eager_attention: bool = False) -> int:
+    """Peak transient memory of the prefill, the largest step of a generate call.
+
+    One layer's hidden states and MLP intermediates (gate, up, product) are live at once;
+    logits are kept for the last position only and upcast to fp32 by the sampler.
+    Eager attention also materializes the fp32 score matrix; SDPA/flash kernels do not.
+    """
+    c = model.hf_config
+    experts_per_token = getattr(c, "num_experts_per_tok", None) or 1
+    tokens = batch_size * input_length
+    layer = tokens * (4 * c.hidden_size + 3 * c.intermediate_size * experts_per_token) * model.dtype_bytes
+    logits = 2 * batch_size * c.vocab_size * 4
+    scores = batch_size * c.num_attention_heads * input_length**2 * 4 if eager_attention else 0
+    return layer + logits + scores
+
+
+def estimate_point(
+    model: ModelSpec, batch_size: int, input_length: int, output_length: int, eager_attention: bool = False
+) -> MemoryEstimate:
+    return MemoryEstimate(
+        weights_bytes=model.num_params * model.dtype_bytes,
+        kv_cache_bytes=kv_cache_bytes(model, batch_size, input_length + output_length),
+        activation_bytes=activation_bytes(model, batch_size, input_length, eager_attention),
+    )
+
+
+def available_bytes(device: str, num_devices: int = 1) -> int:
+    """Free memory where the model will live: the devices' free memory, or the host's MemAvailable."""
+    if device == "cuda":
+        import torch
+
+        return sum(torch.cuda.mem_get_info(i)[0] for i in range(num_devices))
+    return host_available_bytes()
+
+
+def host_available_bytes() -> int:
+    return _meminfo_kib("MemAvailable") * 1024
+
+
+def host_total_bytes() -> int:
+    return _meminfo_kib("MemTotal") * 1024
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _meminfo_kib(key: str) -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{key} not in /proc/meminfo")
+
+
+class PeakMemory:
+    """Peak memory of this process between `reset` and `read`, weights included.
+
+    On CUDA: the allocator's high-water mark. On the host: the kernel's peak RSS (VmHWM),
+    which Linux resets when "5" is written to /proc/self/clear_refs; where that is not
+    allowed, the process-lifetime peak is reported instead (an upper bound).
+    """
+
+    def __init__(self, device: str):
+        self.device = device
+
+    def reset(self) -> None:
+        if self.device == "cuda":
+            import torch
+
+            for i in range(torch.cuda.device_count()):
+                torch.cuda.reset_peak_memory_stats(i)
+            return
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            pass
+
+    def read(self) -> int:
+        if self.device == "cuda":
+            import torch
+
+            return sum(torch.cuda.max_memory_allocated(i) for i in range(torch.cuda.device_count()))
+        return process_peak_rss_bytes(os.getpid())
+
+
+def process_peak_rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0

@@ -1,0 +1,140 @@
+"""Run one backend entry over its planned points: load once, warm up, time, record.
+
+Every point ends as exactly one `PointResult` handed to `emit`, whatever happens:
+ok, skipped (memory guard, or after a smaller batch ran out of memory), oom, or error.
+Ctrl-C (KeyboardInterrupt) is not caught here: the point in flight is dropped and the
+caller keeps everything already emitted.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from typing import Callable, Dict, List, Optional, Set, Tuple
+
+from harness.config import SweepConfig
+from harness.errors import ShortOutputError
+from harness.inputs import allowed_token_ids, make_prompts
+from harness.models import ModelSpec
+from harness.records import BatchSample, PointResult, RunContext, point_key
+from harness.sweep import EntryPlan, PlannedPoint, SweepPoint
+from harness.timing import BatchSpec, BatchTiming
+
+Emit = Callable[[PointResult], None]
+
+
+class EntryRunner:
+    def __init__(self, plan: EntryPlan, model: ModelSpec, config: SweepConfig, context: RunContext, emit: Emit):
+        self.plan, self.model, self.config, self.context, self.emit = plan, model, config, context, emit
+        self.allowed = allowed_token_ids(model.hf_config.vocab_size, model.special_token_ids)
+        self.smallest_oom: Dict[Tuple[int, int], int] = {}
+        self.backend = None
+        self.load_time_s: Optional[float] = None
+        self.load_error: Optional[Tuple[str, str]] = None  # (status, message) for every point
+
+    def run(self, done: Set[tuple]) -> None:
+        todo = [pp for pp in self.plan.points if point_key(self.context.backend, pp.point) not in done]
+        try:
+            for pp in todo:
+                self.emit(self._run_point(pp))
+        finally:
+            if self.backend is not None:
+                self.backend.close()
+
+    def _run_point(self, pp: PlannedPoint) -> PointResult:
+        reason = pp.skip_reason or self._oom_skip_reason(pp.point)
+        if reason:
+            return self._result(pp, "skipped", reason)
+        if self.backend is None and self.load_error is None:
+            self._load()
+        if self.load_error is not None:
+            return self._result(pp, *self.load_error)
+        return self._measure(pp)
+
+    def _load(self) -> None:
+        start = time.perf_counter()
+        try:
+            backend = self.plan.backend_cls(self.plan.options, self.model)
+            backend.load()
+        except Exception as e:
+            status = "oom" if is_oom(e) else "error"
+            self.load_error = (status, f"loading failed: {one_line(e)}")
+            return
+        self.backend, self.load_time_s = backend, time.perf_counter() - start
+
+    def _measure(self, pp: PlannedPoint) -> PointResult:
+        self.backend.peak_memory.reset()
+        try:
+            samples = self._time_point(pp.point)
+            result = self._result(pp, "ok", samples=samples)
+        except Exception as e:
+            if not is_oom(e):
+                return self._result(pp, "error", one_line(e))
+            result = self._result(pp, "oom", one_line(e))
+            self._note_oom(pp.point)
+        result.peak_memory_bytes = self.backend.peak_memory.read()
+        return result
+
+    def _time_point(self, point: SweepPoint) -> List[BatchSample]:
+        for i in range(self.config.num_warmup_batches):
+            check_output(self.backend.run(self._batch(point, "warmup", i)), point)
+        samples = []
+        for i in range(self.config.num_batches):
+            timing = self.backend.run(self._batch(point, "timed", i))
+            check_output(timing, point)
+            samples.append(to_sample(i, timing, point))
+        return samples
+
+    def _batch(self, point: SweepPoint, phase: str, index: int) -> BatchSpec:
+        prompts = make_prompts(self.allowed, self.config.seed, point.batch_size, point.input_length,
+                               point.output_length, phase, index)
+        return BatchSpec(prompts, point.output_length)
+
+    def _oom_skip_reason(self, point: SweepPoint) -> Optional[str]:
+        smallest = self.smallest_oom.get((point.input_length, point.output_length))
+        if smallest is None or point.batch_size <= smallest:
+            return None
+        return f"batch size {smallest} ran out of memory at these lengths (skip_larger_batches_after_oom)"
+
+    def _note_oom(self, point: SweepPoint) -> None:
+        gc.collect()  # drop the failed batch's tensors before the next point allocates
+        if self.config.skip_larger_batches_after_oom:
+            key = (point.input_length, point.output_length)
+            self.smallest_oom[key] = min(point.batch_size, self.smallest_oom.get(key, point.batch_size))
+
+    def _result(self, pp: PlannedPoint, status: str, error: str = "", samples=()) -> PointResult:
+        return PointResult(
+            self.context, pp.point, status, error, list(samples),
+            num_warmup_batches=self.config.num_warmup_batches if samples else 0,
+            load_time_s=self.load_time_s,
+            estimated_memory_bytes=pp.estimate.total_bytes,
+        )
+
+
+def check_output(timing: BatchTiming, point: SweepPoint) -> None:
+    """A short sequence makes the point's numbers meaningless: fail the point rather than report them."""
+    if len(timing.output_tokens) != point.batch_size:
+        raise ShortOutputError(f"got {len(timing.output_tokens)} outputs for a batch of {point.batch_size}")
+    shortest = min(timing.output_tokens)
+    if shortest != point.output_length:
+        raise ShortOutputError(f"a sequence produced {shortest} tokens, {point.output_length} were forced")
+
+
+def to_sample(index: int, timing: BatchTiming, point: SweepPoint) -> BatchSample:
+    requests = tuple(t * 1e3 for t in timing.request_ttfts_s) if timing.request_ttfts_s else None
+    return BatchSample(index, timing.latency_ms, timing.ttft_ms, timing.tpot_ms(point.output_length),
+                       min(timing.output_tokens), requests)
+
+
+def is_oom(e: BaseException) -> bool:
+    """Device OOM, or the host allocator failing (PyTorch's CPU allocator raises a RuntimeError)."""
+    import torch
+
+    if isinstance(e, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(e, RuntimeError) and "can't allocate memory" in str(e)
+
+
+def one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}"[:500] if text else type(e).__name__

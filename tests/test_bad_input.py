@@ -1,0 +1,80 @@
+"""Bad YAML, CLI, model and lengths: one `error:` line naming the key and what is allowed, exit code 2."""
+
+import pytest
+
+from harness.cli import main
+from tests.conftest import run_benchmark
+
+TINY = "yamls/cpu-tiny.yaml"
+TOP_KEYS = ("benchmark_name, model, backends, batch_sizes, input_lengths, output_lengths, num_batches, "
+            "num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction")
+PRESETS = "llama-1b, llama-2-13b, llama-2-70b, llama-2-7b, llama-3-70b, llama-3-8b, mistral-7b, mixtral-8x7b, tiny-llama"
+
+CASES = {
+    "unknown top key": ([TINY, "colour=red"], f"colour: unknown key (allowed: {TOP_KEYS})"),
+    "unknown model key": ([TINY, "model.size=7b"],
+                          "model.size: unknown key (allowed: preset, name_or_path, weights, dtype, overrides)"),
+    "unknown backend option": ([TINY, "backends.0.colour=red"], "backends[0].colour: unknown key (allowed: name, "
+                               "label, device, attn_implementation, cache_implementation, compile)"),
+    "wrong type in list": ([TINY, "batch_sizes=[1,x]"], "batch_sizes[1]: expected an integer, got 'x'"),
+    "wrong type scalar": ([TINY, "num_batches=two"], "num_batches: expected an integer, got 'two'"),
+    "not a list": ([TINY, "batch_sizes=8"], "batch_sizes: expected a list, got 8"),
+    "empty list": ([TINY, "input_lengths=[]"], "input_lengths: must be a non-empty list of positive integers, got []"),
+    "negative": ([TINY, "batch_sizes=[1,-4]"], "batch_sizes: must be a non-empty list of positive integers, got -4"),
+    "unknown backend": ([TINY, "backends=[{name: hff}]"],
+                        "backends[0].name: unknown backend 'hff' (known: hf); did you mean 'hf'?"),
+    "unknown preset": ([TINY, "model.preset=lama-2-7b"],
+                       f"model.preset: unknown preset 'lama-2-7b' (known: {PRESETS}); did you mean 'llama-2-7b'?"),
+    "missing model": ([TINY, "model.preset=null"],
+                      "model: missing; set model.preset (see harness/presets/) or model.name_or_path"),
+    "too long": ([TINY, "input_lengths=[2000]", "output_lengths=[100]"],
+                 "input_lengths/output_lengths: 2000 + 100 = 2100 tokens exceeds tiny-llama's "
+                 "max_position_embeddings (2048)"),
+    "bad dtype": ([TINY, "model.dtype=fp8"], "model.dtype: 'fp8' is not one of bf16, fp16, fp32"),
+    "bad backend value": ([TINY, "backends.0.device=tpu"], "backends[0].device: 'tpu' is not one of auto, cpu, cuda"),
+    "missing file": (["yamls/nope.yaml"], "yamls/nope.yaml: cannot read config (No such file or directory)"),
+    "bad override": ([TINY, "batch_sizes"], "override 'batch_sizes': expected key=value, e.g. batch_sizes=[1,8]"),
+    "unknown flag": ([TINY, "--fast"], "unrecognized arguments: --fast"),
+    "bad override field": ([TINY, "model.overrides.num_layerz=2"], "model.overrides.num_layerz: not a field of LlamaConfig"),
+    "no model folder": ([TINY, "model.preset=null", "model.name_or_path=./no-such-model"],
+                        "model.name_or_path: no such folder './no-such-model'"),
+    "duplicate labels": ([TINY, "backends=[{name: hf},{name: hf}]"],
+                         "backends[1].label: 'hf' is already used by backends[0]; give each entry a unique label"),
+    "compile without static cache": ([TINY, "backends.0.compile=true"],
+                                     "backends[0].compile: true needs backends[0].cache_implementation: static"),
+}
+
+
+@pytest.mark.parametrize("args,message", CASES.values(), ids=CASES.keys())
+def test_bad_input_exits_2_with_one_line(args, message, capsys):
+    assert main([*args, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {message}\n"
+
+
+def test_unreadable_yaml(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("batch_sizes: [1,\n")
+    assert main([str(bad)]) == 2
+    assert capsys.readouterr().err == f"error: {bad}: not valid YAML at line 2\n"
+
+
+def test_output_dir_collision(tmp_path, capsys):
+    (tmp_path / "results.csv").write_text("benchmark_name\n")
+    assert main([TINY, "--output-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --output-dir: {tmp_path} already holds results; pass --resume to continue that sweep "
+        "or choose another folder\n")
+    assert (tmp_path / "results.csv").read_text() == "benchmark_name\n"
+
+
+def test_resume_needs_output_dir(capsys):
+    assert main([TINY, "--resume"]) == 2
+    assert capsys.readouterr().err == "error: --resume: needs --output-dir DIR, the folder of the sweep to continue\n"
+
+
+def test_real_process_prints_no_traceback():
+    proc = run_benchmark(TINY, "model.dtype=fp8", timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: model.dtype: 'fp8' is not one of bf16, fp16, fp32\n"
+    assert "Traceback" not in proc.stdout
