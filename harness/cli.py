@@ -42,7 +42,7 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     parser.add_argument("--output-dir", type=Path, help="results folder (default: results/<benchmark_name>-<time>/)")
     parser.add_argument("--resume", action="store_true", help="continue a sweep in --output-dir, skipping done points")
     parser.add_argument("--dry-run", action="store_true", help="print the plan with memory estimates and exit")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

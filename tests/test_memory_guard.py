@@ -1,0 +1,61 @@
+"""Points that cannot fit are skipped before anything is loaded: 70B on this machine ends in seconds."""
+
+import csv
+import re
+import time
+
+import pytest
+
+from harness.config import ModelConfig
+from harness.memory import estimate_point, kv_cache_bytes
+from harness.models import resolve_model
+from tests.conftest import run_benchmark
+
+
+def test_kv_cache_uses_the_real_number_of_kv_heads():
+    llama70 = resolve_model(ModelConfig(preset="llama-2-70b"))
+    # 80 layers x 8 KV heads x 128 dims x (K and V) x 2 bytes = 320 KiB per token, not the 2.5 MiB of 64 heads
+    assert kv_cache_bytes(llama70, batch_size=1, tokens=1) == 80 * 8 * 128 * 2 * 2
+    tiny = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
+    assert kv_cache_bytes(tiny, batch_size=4, tokens=100) == 2 * 2 * 2 * 32 * 4 * 100 * 4
+
+
+def test_estimate_adds_weights_kv_and_activations():
+    llama7 = resolve_model(ModelConfig(preset="llama-2-7b", dtype="bf16"))
+    e = estimate_point(llama7, batch_size=8, input_length=512, output_length=512)
+    assert e.weights_bytes == llama7.num_params * 2
+    assert e.kv_cache_bytes == 8 * 1024 * 32 * 32 * 128 * 2 * 2  # MHA: 32 KV heads
+    assert 0 < e.activation_bytes < e.kv_cache_bytes
+    eager = estimate_point(llama7, 8, 512, 512, eager_attention=True)
+    assert eager.activation_bytes - e.activation_bytes == 8 * 32 * 512 * 512 * 4
+
+
+def test_70b_ends_cleanly_in_seconds_with_every_point_skipped(tmp_path):
+    start = time.monotonic()
+    proc = run_benchmark("yamls/70b.yaml", "--output-dir", tmp_path / "out", timeout=120)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    assert elapsed < 60
+    with open(tmp_path / "out" / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 7 * 3 * 3
+    for r in rows:
+        assert r["status"] == "skipped"
+        estimate = re.match(r"needs an estimated ([\d.]+) GiB \(weights 128.5, ", r["error"])
+        assert estimate and float(estimate.group(1)) >= 128.5, r["error"]
+        assert "GiB allowed on" in r["error"]
+        assert r["load_time_s"] == ""  # never loaded
+
+
+def test_dry_run_shows_the_plan_and_loads_nothing():
+    proc = run_benchmark("yamls/70b.yaml", "--dry-run", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "0 of 63 points fit this machine" in proc.stdout
+    assert "GiB" in proc.stdout
+
+
+@pytest.mark.parametrize("fraction,fits", [(0.9, True), (1e-6, False)])
+def test_memory_fraction_moves_the_line(fraction, fits):
+    proc = run_benchmark("yamls/cpu-tiny.yaml", "--dry-run", f"memory_fraction={fraction}", timeout=120)
+    assert proc.returncode == 0
+    assert ("12 of 12 points fit" in proc.stdout) == fits

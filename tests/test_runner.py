@@ -1,0 +1,122 @@
+"""Failure handling of one backend entry, with scripted backends: OOM, errors, short outputs, load failures."""
+
+import time
+
+import pytest
+import torch
+
+from backends.base import Backend, BackendOptions, Placement
+from harness.config import ModelConfig, SweepConfig
+from harness.memory import MemoryEstimate
+from harness.models import resolve_model
+from harness.records import RunContext, point_key
+from harness.runner import EntryRunner
+from harness.sweep import EntryPlan, PlannedPoint, SweepPoint
+from harness.timing import BatchTiming
+
+
+class Scripted(Backend):
+    """Answers instantly; `fail(batch)` may return an exception to raise or a shorter length to produce."""
+
+    fail = staticmethod(lambda batch: None)
+    runs = []
+
+    @classmethod
+    def resolve_placement(cls, options):
+        return Placement("cpu")
+
+    def load(self):
+        pass
+
+    def run(self, batch):
+        type(self).runs.append((batch.batch_size, batch.input_length, batch.output_length))
+        outcome = self.fail(batch)
+        if isinstance(outcome, Exception):
+            raise outcome
+        produced = outcome if isinstance(outcome, int) else batch.output_length
+        t = time.perf_counter()
+        return BatchTiming(t, t + 0.001, t + 0.002, t + 0.003, (produced,) * batch.batch_size)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
+
+
+def run_entry(model, backend_cls, batch_sizes=(1, 4, 8, 16), lengths=((16, 4),), done=(), skip=None, **cfg):
+    config = SweepConfig(benchmark_name="t", batch_sizes=list(batch_sizes), input_lengths=[i for i, _ in lengths],
+                         output_lengths=[o for _, o in lengths], num_batches=2, num_warmup_batches=1, **cfg)
+    points = [PlannedPoint(SweepPoint(i, o, b), MemoryEstimate(1, 1, 1), skip)
+              for i, o in lengths for b in batch_sizes]
+    plan = EntryPlan(BackendOptions(name="scripted"), backend_cls, Placement("cpu"), 10**12, points)
+    context = RunContext("t", "scripted", "tiny-llama", "fp32", "cpu", 1, 1)
+    results = []
+    backend_cls.runs = []
+    EntryRunner(plan, model, config, context, results.append).run(set(done))
+    return {(r.point.batch_size, r.point.input_length, r.point.output_length): r for r in results}
+
+
+def test_oom_skips_larger_batches_at_the_same_lengths(model):
+    class OOM(Scripted):
+        fail = staticmethod(lambda b: torch.OutOfMemoryError("CUDA out of memory") if b.batch_size >= 8 else None)
+
+    r = run_entry(model, OOM, lengths=((16, 4), (32, 4)))
+    assert [r[(b, 16, 4)].status for b in (1, 4, 8, 16)] == ["ok", "ok", "oom", "skipped"]
+    assert r[(16, 16, 4)].error == "batch size 8 ran out of memory at these lengths (skip_larger_batches_after_oom)"
+    assert r[(8, 16, 4)].error.startswith("OutOfMemoryError: CUDA out of memory")
+    assert [r[(b, 32, 4)].status for b in (1, 4, 8, 16)] == ["ok", "ok", "oom", "skipped"]
+    assert (16, 16, 4) not in OOM.runs
+
+
+def test_oom_skip_can_be_turned_off(model):
+    class OOM(Scripted):
+        fail = staticmethod(lambda b: torch.OutOfMemoryError("oom") if b.batch_size == 8 else None)
+
+    r = run_entry(model, OOM, skip_larger_batches_after_oom=False)
+    assert [r[(b, 16, 4)].status for b in (1, 4, 8, 16)] == ["ok", "ok", "oom", "ok"]
+
+
+def test_an_error_is_recorded_and_the_sweep_goes_on(model):
+    class Flaky(Scripted):
+        fail = staticmethod(lambda b: ValueError("bad\nthing") if b.batch_size == 4 else None)
+
+    r = run_entry(model, Flaky)
+    assert [r[(b, 16, 4)].status for b in (1, 4, 8, 16)] == ["ok", "error", "ok", "ok"]
+    assert r[(4, 16, 4)].error == "ValueError: bad thing"
+    assert r[(4, 16, 4)].samples == []
+
+
+def test_short_output_is_an_error_not_a_number(model):
+    class Short(Scripted):
+        fail = staticmethod(lambda b: 3 if b.batch_size == 8 else None)
+
+    r = run_entry(model, Short)
+    assert r[(8, 16, 4)].status == "error"
+    assert r[(8, 16, 4)].error == "ShortOutputError: a sequence produced 3 tokens, 4 were forced"
+
+
+def test_load_failure_marks_every_point(model):
+    class Broken(Scripted):
+        def load(self):
+            raise RuntimeError("no weights")
+
+    r = run_entry(model, Broken, batch_sizes=(1, 2))
+    assert {x.status for x in r.values()} == {"error"}
+    assert r[(2, 16, 4)].error == "loading failed: RuntimeError: no weights"
+
+
+def test_warmup_then_timed_batches_and_done_points_are_skipped(model):
+    done = {point_key("scripted", SweepPoint(16, 4, 1))}
+    r = run_entry(model, Scripted, batch_sizes=(1, 2), done=done)
+    assert set(r) == {(2, 16, 4)}
+    assert Scripted.runs == [(2, 16, 4)] * 3  # 1 warm-up + 2 timed
+    assert len(r[(2, 16, 4)].samples) == 2 and r[(2, 16, 4)].num_warmup_batches == 1
+
+
+def test_planned_skips_never_load_the_model(model):
+    class NeverLoad(Scripted):
+        def load(self):
+            raise AssertionError("loaded a model for skipped points")
+
+    r = run_entry(model, NeverLoad, batch_sizes=(1,), skip="needs an estimated 99 GiB")
+    assert r[(1, 16, 4)].status == "skipped" and r[(1, 16, 4)].error == "needs an estimated 99 GiB"
