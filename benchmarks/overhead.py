@@ -1,0 +1,70 @@
+"""Harness overhead: the latency the harness reports vs a bare `model.generate` loop, same model and shapes.
+
+Both run in one process on the same loaded model, alternated batch by batch (and the order
+flipped every round) so machine drift hits both equally. Prints the ratio of mean latencies;
+the target is 1.00 +/- 0.03.
+
+    python benchmarks/overhead.py [--rounds 30] [--batch-size 8] [--input-length 128] [--output-length 32]
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from backends.hf import HFBackend, HFOptions  # noqa: E402
+from harness.config import ModelConfig  # noqa: E402
+from harness.inputs import allowed_token_ids, make_prompts  # noqa: E402
+from harness.models import resolve_model  # noqa: E402
+from harness.timing import BatchSpec  # noqa: E402
+
+
+def bare_generate_ms(backend: HFBackend, spec: BatchSpec) -> float:
+    input_ids = torch.tensor(spec.prompts)
+    with torch.inference_mode():
+        start = time.perf_counter()
+        backend.net.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=spec.output_length,
+                             min_new_tokens=spec.output_length, do_sample=False, pad_token_id=backend.eos_ids[0])
+        return (time.perf_counter() - start) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--input-length", type=int, default=128)
+    parser.add_argument("--output-length", type=int, default=32)
+    args = parser.parse_args()
+
+    model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
+    backend = HFBackend(HFOptions(name="hf", device="cpu"), model)
+    backend.load()
+    allowed = allowed_token_ids(model.hf_config.vocab_size, model.special_token_ids)
+    harness_ms, bare_ms = [], []
+    for i in range(args.rounds + 2):
+        prompts = make_prompts(allowed, 0, args.batch_size, args.input_length, args.output_length, "timed", i)
+        spec = BatchSpec(prompts, args.output_length)
+        pair = [lambda: backend.run(spec).latency_ms, lambda: bare_generate_ms(backend, spec)]
+        first, second = (pair if i % 2 == 0 else pair[::-1])
+        a, b = first(), second()
+        if i < 2:
+            continue  # warm-up rounds
+        h, r = (a, b) if i % 2 == 0 else (b, a)
+        harness_ms.append(h)
+        bare_ms.append(r)
+
+    ratio = statistics.mean(harness_ms) / statistics.mean(bare_ms)
+    print(f"tiny-llama fp32 cpu, batch {args.batch_size}, input {args.input_length}, output {args.output_length}, "
+          f"{args.rounds} alternated rounds")
+    print(f"harness mean latency {statistics.mean(harness_ms):.2f} ms (median {statistics.median(harness_ms):.2f})")
+    print(f"bare generate mean   {statistics.mean(bare_ms):.2f} ms (median {statistics.median(bare_ms):.2f})")
+    print(f"ratio harness/bare   {ratio:.3f}  (target 1.00 +/- 0.03: {'ok' if abs(ratio - 1) <= 0.03 else 'OFF'})")
+
+
+if __name__ == "__main__":
+    main()
