@@ -7,7 +7,7 @@ READY := $(VENV)/.ready
 
 setup: $(READY)
 
-$(READY): requirements.txt scripts/setup-venv.sh
+$(READY): requirements.txt requirements-cpu.txt requirements-gpu.txt scripts/setup-venv.sh
 	bash scripts/setup-venv.sh $(VENV)
 	touch $@
 

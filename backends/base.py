@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import ClassVar, Dict, Optional
 
 from harness.config import opt
 from harness.memory import MemoryEstimate, PeakMemory, estimate_point
 from harness.models import ModelSpec
+from harness.sweep import SweepShape
 from harness.timing import BatchSpec, BatchTiming
 
 
@@ -46,9 +47,13 @@ class Backend(ABC):
 
     Options: ClassVar[type] = BackendOptions
 
-    def __init__(self, options: BackendOptions, model: ModelSpec):
+    # Launched as `placement.tp_size` ranks (torchrun) instead of one worker process.
+    distributed: ClassVar[bool] = False
+
+    def __init__(self, options: BackendOptions, model: ModelSpec, shape: SweepShape):
         self.options = options
         self.model = model
+        self.shape = shape
         self.placement = self.resolve_placement(options)
         self.peak_memory = PeakMemory(self.placement.device)
 
@@ -56,6 +61,11 @@ class Backend(ABC):
     @abstractmethod
     def resolve_placement(cls, options: BackendOptions) -> Placement:
         """Device kind and counts for these options on this machine ("auto" resolved)."""
+
+    @classmethod
+    def launch_env(cls, options: BackendOptions, placement: Placement) -> Dict[str, str]:
+        """Environment the worker (every rank) must start with, e.g. engine thread binding."""
+        return {}
 
     @classmethod
     def estimate_memory(cls, options: BackendOptions, model: ModelSpec, batch_size: int, input_length: int,
@@ -77,3 +87,15 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Free what `load` took. The default relies on the process ending."""
+
+    def cannot_run(self, batch_size: int, input_length: int, output_length: int) -> Optional[str]:
+        """Why the loaded engine cannot run this point as one batch (e.g. its KV cache is too small), or None."""
+        return None
+
+    def engine_stats(self) -> Dict[str, object]:
+        """The engine's own figures for results.csv, keyed by column (see writers.ENGINE_COLUMNS)."""
+        return {}
+
+    def runtime_info(self) -> Dict[str, object]:
+        """What the loaded engine decided (threads, device map, ...), for the manifest."""
+        return {}

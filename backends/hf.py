@@ -122,6 +122,12 @@ class HFBackend(Backend):
         produced = tokens_produced(out[:, batch.input_length:].tolist(), self.eos_ids, batch.output_length)
         return BatchTiming(start, clock.stamps[0], clock.stamps[-1], end, produced)
 
+    def runtime_info(self) -> dict:
+        import torch
+
+        return {"device": self.placement.device, "torch_threads": torch.get_num_threads(),
+                "attn_implementation": self.net.config._attn_implementation}
+
     def close(self) -> None:
         import torch
 

@@ -21,6 +21,7 @@ from backends.hf import HFBackend, HFOptions  # noqa: E402
 from harness.config import ModelConfig  # noqa: E402
 from harness.inputs import allowed_token_ids, make_prompts  # noqa: E402
 from harness.models import resolve_model  # noqa: E402
+from harness.sweep import SweepShape
 from harness.timing import BatchSpec  # noqa: E402
 
 
@@ -42,7 +43,7 @@ def main() -> None:
     args = parser.parse_args()
 
     model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
-    backend = HFBackend(HFOptions(name="hf", device="cpu"), model)
+    backend = HFBackend(HFOptions(name="hf", device="cpu"), model, SweepShape(16, 512, 64))
     backend.load()
     allowed = allowed_token_ids(model.hf_config.vocab_size, model.special_token_ids)
     harness_ms, bare_ms = [], []

@@ -20,8 +20,10 @@ from harness.errors import UserError
 from harness.manifest import build_manifest, hardware_label, now_iso
 from harness.models import ModelSpec, check_lengths, resolve_model
 from harness.records import PointResult, RunContext, point_key
-from harness.runner import EntryRunner
+from harness.launcher import run_in_worker
+from harness.runner import EntryRunner, RunEvents
 from harness.sweep import EntryPlan, plan_sweep
+from harness.worker import WorkerJob
 from harness.writers import ResultsDir, read_rows, result_row
 
 RESULTS_ROOT = Path(__file__).resolve().parent.parent / "results"
@@ -101,8 +103,9 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
             progress.point_done(result_row(result))
 
         try:
-            for plan in plans:
-                EntryRunner(plan, model, config, run_context(config, model, plan), emit).run(done)
+            for plan, entry in zip(plans, manifest["backends"]):
+                entry["runtime"] = run_entry(plan, model, config, done, emit, out)
+                out.write_manifest(manifest)
         except KeyboardInterrupt:
             interrupted = True
     manifest.update(end_time=now_iso(), interrupted=interrupted)
@@ -113,6 +116,18 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
         console.print("Interrupted: finished points are saved; rerun with --resume --output-dir to complete.")
         return 130
     return 1 if "error" in statuses else 0
+
+
+def run_entry(plan: EntryPlan, model: ModelSpec, config: SweepConfig, done: set, emit, out: ResultsDir) -> dict:
+    """In a worker process when there is something to run; in-process when every point is skipped anyway."""
+    context = run_context(config, model, plan)
+    runnable = [pp for pp in plan.points if pp.skip_reason is None and point_key(plan.label, pp.point) not in done]
+    if not runnable:
+        EntryRunner(plan, model, config, context, RunEvents(emit)).run(done)
+        return {}
+    job = WorkerJob(plan, model, config, context, done, socket_path="")
+    return run_in_worker(job, emit, out.path / "logs" / f"{plan.label}.log", config.load_timeout_s,
+                         config.point_timeout_s)
 
 
 def run_context(config: SweepConfig, model: ModelSpec, plan: EntryPlan) -> RunContext:

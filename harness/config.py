@@ -64,6 +64,12 @@ class SweepConfig:
     memory_fraction: float = opt(
         0.9, help="Share of free memory a point's estimate may use; points estimated above it are skipped."
     )
+    load_timeout_s: float = opt(
+        3600, help="A worker that takes longer to start and load the model is killed (70B loads take minutes)."
+    )
+    point_timeout_s: float = opt(
+        1800, help="A worker silent this long during one point (warm-up + timed batches) is killed as hung."
+    )
 
 
 def load_config(path: str | Path, overrides: List[str]) -> SweepConfig:
@@ -179,6 +185,9 @@ def validate(config: SweepConfig) -> None:
         raise UserError(f"num_batches: must be at least 1, got {config.num_batches}")
     if config.num_warmup_batches < 0:
         raise UserError(f"num_warmup_batches: must be 0 or more, got {config.num_warmup_batches}")
+    for key in ("load_timeout_s", "point_timeout_s"):
+        if getattr(config, key) <= 0:
+            raise UserError(f"{key}: must be more than 0 seconds, got {getattr(config, key)}")
     if not 0 < config.memory_fraction <= 1:
         raise UserError(f"memory_fraction: must be in (0, 1], got {config.memory_fraction}")
     _validate_model(config.model)

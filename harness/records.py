@@ -6,7 +6,7 @@ Metrics are computed from these by `harness.metrics`; writers turn both into CSV
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from harness.sweep import SweepPoint
 
@@ -47,6 +47,7 @@ class PointResult:
     peak_memory_bytes: Optional[int] = None
     load_time_s: Optional[float] = None
     estimated_memory_bytes: Optional[int] = None
+    engine_stats: Dict[str, object] = field(default_factory=dict)  # the engine's own figures, e.g. KV capacity
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status

@@ -1,9 +1,10 @@
 """Run one backend entry over its planned points: load once, warm up, time, record.
 
-Every point ends as exactly one `PointResult` handed to `emit`, whatever happens:
-ok, skipped (memory guard, or after a smaller batch ran out of memory), oom, or error.
-Ctrl-C (KeyboardInterrupt) is not caught here: the point in flight is dropped and the
-caller keeps everything already emitted.
+Every point ends as exactly one `PointResult` handed to `events.finished`, whatever
+happens: ok, skipped (memory guard, the engine's own limits, or after a smaller batch ran
+out of memory), oom, or error. Ctrl-C (KeyboardInterrupt) is not caught here: the point in
+flight is dropped and the caller keeps everything already reported.
+The runner is the same in-process and in a worker process; only `events` differ.
 """
 
 from __future__ import annotations
@@ -17,26 +18,46 @@ from harness.errors import ShortOutputError
 from harness.inputs import allowed_token_ids, make_prompts
 from harness.models import ModelSpec
 from harness.records import BatchSample, PointResult, RunContext, point_key
-from harness.sweep import EntryPlan, PlannedPoint, SweepPoint
+from harness.sweep import EntryPlan, PlannedPoint, SweepPoint, sweep_shape
 from harness.timing import BatchSpec, BatchTiming
 
-Emit = Callable[[PointResult], None]
+
+
+class RunEvents:
+    """What a runner reports as it goes. In-process, only results matter; a worker forwards all of it."""
+
+    def __init__(self, emit: Callable[[PointResult], None]):
+        self.emit = emit
+
+    def loading(self) -> None:
+        pass
+
+    def loaded(self, info: dict) -> None:
+        pass
+
+    def started(self, point: SweepPoint) -> None:
+        pass
+
+    def finished(self, result: PointResult) -> None:
+        self.emit(result)
 
 
 class EntryRunner:
-    def __init__(self, plan: EntryPlan, model: ModelSpec, config: SweepConfig, context: RunContext, emit: Emit):
-        self.plan, self.model, self.config, self.context, self.emit = plan, model, config, context, emit
+    def __init__(self, plan: EntryPlan, model: ModelSpec, config: SweepConfig, context: RunContext,
+                 events: RunEvents):
+        self.plan, self.model, self.config, self.context, self.events = plan, model, config, context, events
         self.allowed = allowed_token_ids(model.hf_config.vocab_size, model.special_token_ids)
         self.smallest_oom: Dict[Tuple[int, int], int] = {}
         self.backend = None
         self.load_time_s: Optional[float] = None
         self.load_error: Optional[Tuple[str, str]] = None  # (status, message) for every point
+        self.engine_stats: Dict[str, object] = {}
 
     def run(self, done: Set[tuple]) -> None:
         todo = [pp for pp in self.plan.points if point_key(self.context.backend, pp.point) not in done]
         try:
             for pp in todo:
-                self.emit(self._run_point(pp))
+                self.events.finished(self._run_point(pp))
         finally:
             if self.backend is not None:
                 self.backend.close()
@@ -49,20 +70,28 @@ class EntryRunner:
             self._load()
         if self.load_error is not None:
             return self._result(pp, *self.load_error)
+        p = pp.point
+        reason = self.backend.cannot_run(p.batch_size, p.input_length, p.output_length)
+        if reason:
+            return self._result(pp, "skipped", reason)
         return self._measure(pp)
 
     def _load(self) -> None:
+        self.events.loading()
         start = time.perf_counter()
         try:
-            backend = self.plan.backend_cls(self.plan.options, self.model)
+            backend = self.plan.backend_cls(self.plan.options, self.model, sweep_shape(self.config))
             backend.load()
         except Exception as e:
             status = "oom" if is_oom(e) else "error"
             self.load_error = (status, f"loading failed: {one_line(e)}")
             return
         self.backend, self.load_time_s = backend, time.perf_counter() - start
+        self.engine_stats = backend.engine_stats()
+        self.events.loaded({"load_time_s": self.load_time_s, **backend.runtime_info()})
 
     def _measure(self, pp: PlannedPoint) -> PointResult:
+        self.events.started(pp.point)
         self.backend.peak_memory.reset()
         try:
             samples = self._time_point(pp.point)
@@ -73,6 +102,7 @@ class EntryRunner:
             result = self._result(pp, "oom", one_line(e))
             self._note_oom(pp.point)
         result.peak_memory_bytes = self.backend.peak_memory.read()
+        result.engine_stats = self.engine_stats
         return result
 
     def _time_point(self, point: SweepPoint) -> List[BatchSample]:

@@ -24,6 +24,23 @@ class SweepPoint:
 
 
 @dataclass(frozen=True)
+class SweepShape:
+    """The largest shapes of a sweep, for engines that size buffers up front (vLLM, DeepSpeed)."""
+
+    max_batch_size: int
+    max_input_length: int
+    max_output_length: int
+
+    @property
+    def max_tokens(self) -> int:
+        return self.max_input_length + self.max_output_length
+
+
+def sweep_shape(config: SweepConfig) -> SweepShape:
+    return SweepShape(max(config.batch_sizes), max(config.input_lengths), max(config.output_lengths))
+
+
+@dataclass(frozen=True)
 class PlannedPoint:
     point: SweepPoint
     estimate: MemoryEstimate

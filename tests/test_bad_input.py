@@ -7,7 +7,7 @@ from tests.conftest import run_benchmark
 
 TINY = "yamls/cpu-tiny.yaml"
 TOP_KEYS = ("benchmark_name, model, backends, batch_sizes, input_lengths, output_lengths, num_batches, "
-            "num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction")
+            "num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s")
 PRESETS = "llama-1b, llama-2-13b, llama-2-70b, llama-2-7b, llama-3-70b, llama-3-8b, mistral-7b, mixtral-8x7b, tiny-llama"
 
 CASES = {

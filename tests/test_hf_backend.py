@@ -6,6 +6,7 @@ from backends.hf import HFBackend, HFOptions, StepClock, tokens_produced
 from harness.config import ModelConfig
 from harness.inputs import allowed_token_ids, make_prompts
 from harness.models import resolve_model
+from harness.sweep import SweepShape
 from harness.timing import BatchSpec
 
 
@@ -27,7 +28,7 @@ def test_tokens_produced_counts_up_to_first_eos():
 @pytest.fixture(scope="module")
 def backend():
     model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
-    b = HFBackend(HFOptions(name="hf", device="cpu"), model)
+    b = HFBackend(HFOptions(name="hf", device="cpu"), model, SweepShape(16, 512, 64))
     b.load()
     yield b
     b.close()

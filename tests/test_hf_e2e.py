@@ -41,7 +41,8 @@ def sweep(tmp_path_factory):
 def test_exit_code_and_files(sweep):
     proc, out = sweep
     assert proc.returncode == 0, proc.stderr
-    assert {p.name for p in out.iterdir()} == {"results.csv", "samples.csv", "manifest.json"}
+    assert {p.name for p in out.iterdir()} == {"results.csv", "samples.csv", "manifest.json", "logs"}
+    assert (out / "logs" / "hf.log").exists()  # the worker process's own output
     assert "Results" in proc.stdout and str(out) in proc.stdout
 
 
@@ -95,3 +96,5 @@ def test_manifest(sweep):
     assert m["model"]["num_params"] == 8_555_136
     assert m["start_time"] <= m["end_time"] and m["interrupted"] is False
     assert "benchmark.py" in m["command"][1]
+    runtime = m["backends"][0]["runtime"]
+    assert runtime["torch_threads"] >= 1 and runtime["load_time_s"] > 0

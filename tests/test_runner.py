@@ -10,7 +10,7 @@ from harness.config import ModelConfig, SweepConfig
 from harness.memory import MemoryEstimate
 from harness.models import resolve_model
 from harness.records import RunContext, point_key
-from harness.runner import EntryRunner
+from harness.runner import EntryRunner, RunEvents
 from harness.sweep import EntryPlan, PlannedPoint, SweepPoint
 from harness.timing import BatchTiming
 
@@ -52,7 +52,7 @@ def run_entry(model, backend_cls, batch_sizes=(1, 4, 8, 16), lengths=((16, 4),),
     context = RunContext("t", "scripted", "tiny-llama", "fp32", "cpu", 1, 1)
     results = []
     backend_cls.runs = []
-    EntryRunner(plan, model, config, context, results.append).run(set(done))
+    EntryRunner(plan, model, config, context, RunEvents(results.append)).run(set(done))
     return {(r.point.batch_size, r.point.input_length, r.point.output_length): r for r in results}
 
 

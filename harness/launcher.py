@@ -1,0 +1,193 @@
+"""Run one backend entry in its own process (or its ranks) and turn whatever happens there into rows.
+
+Isolation is the point: vLLM's engine and an HF model never share a process or GPU memory,
+and a segfault, a hang or a killed rank costs `error` rows for that entry, not the sweep.
+The parent owns the CSV; the worker only sends records back (harness/worker.py).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from harness.records import PointResult, point_key
+from harness.sweep import EntryPlan, PlannedPoint
+from harness.worker import WorkerJob
+
+REPO = Path(__file__).resolve().parent.parent
+POLL_S = 0.5
+
+
+@dataclass
+class Supervision:
+    """What the parent knows about a running worker: which point is in flight, which are reported."""
+
+    todo: List[PlannedPoint]
+    reported: set = field(default_factory=set)
+    in_flight: Optional[PlannedPoint] = None
+    loading: bool = False
+    done: bool = False
+    info: Dict[str, object] = field(default_factory=dict)
+    failure: Optional[str] = None  # why the worker stopped early: "died (SIGSEGV)", "timed out ..."
+
+
+def launch_command(plan: EntryPlan, job_path: Path) -> List[str]:
+    """One Python process, or `tp_size` ranks under torchrun for distributed engines."""
+    worker = ["-m", "harness.worker", str(job_path)]
+    if not plan.backend_cls.distributed:
+        return [sys.executable, *worker]
+    ranks = plan.placement.tp_size
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
+            "--master-port", str(_free_port()), *worker]
+
+
+def run_in_worker(job: WorkerJob, emit: Callable[[PointResult], None], log_path: Path,
+                  load_timeout_s: float, point_timeout_s: float) -> Dict[str, object]:
+    """Run the entry's points in a worker; every todo point is reported exactly once. Returns runtime info."""
+    key = job.context.backend
+    state = Supervision([pp for pp in job.plan.points if point_key(key, pp.point) not in job.done])
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        job.socket_path = str(Path(tmp) / "worker.sock")
+        job_path = Path(tmp) / "job.pkl"
+        job_path.write_bytes(pickle.dumps(job))
+        listener = _listen(job.socket_path)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(launch_command(job.plan, job_path), cwd=REPO, stdout=log, stderr=log,
+                                    env=_worker_env(job.plan), start_new_session=True)
+        try:
+            conn = _accept(listener, proc, state, load_timeout_s)
+            if conn is not None:
+                _supervise(conn, proc, state, emit, load_timeout_s, point_timeout_s)
+        finally:
+            listener.close()
+            _stop(proc, graceful=state.done)
+    _report_unfinished(job, state, emit, _exit_reason(proc, state), log_path)
+    return state.info
+
+
+def _worker_env(plan: EntryPlan) -> Dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env.update(plan.backend_cls.launch_env(plan.options, plan.placement))
+    return env
+
+
+def _listen(path: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    sock.listen(1)
+    sock.settimeout(POLL_S)
+    return sock
+
+
+def _accept(listener: socket.socket, proc: subprocess.Popen, state: Supervision,
+            timeout_s: float) -> Optional[Connection]:
+    """Wait for rank 0 to connect: imports and engine start-up count against the load timeout."""
+    deadline = time.monotonic() + timeout_s
+    state.loading = True
+    while proc.poll() is None:
+        if time.monotonic() > deadline:
+            state.failure = f"timed out after {timeout_s:.0f} s (load_timeout_s) before reporting"
+            return None
+        try:
+            sock, _ = listener.accept()
+        except socket.timeout:
+            continue
+        sock.setblocking(True)
+        return Connection(sock.detach())
+    return None
+
+
+def _supervise(conn: Connection, proc: subprocess.Popen, state: Supervision, emit, load_timeout_s: float,
+               point_timeout_s: float) -> None:
+    last_event = time.monotonic()
+    while not state.done:
+        limit = load_timeout_s if state.loading else point_timeout_s
+        if conn.poll(POLL_S):
+            try:
+                kind, payload = conn.recv()
+            except (EOFError, OSError):
+                return
+            _handle(kind, payload, state, emit)
+            last_event = time.monotonic()
+        elif proc.poll() is not None and not conn.poll(0):
+            return
+        elif time.monotonic() - last_event > limit:
+            name = "load_timeout_s" if state.loading else "point_timeout_s"
+            state.failure = f"timed out after {limit:.0f} s ({name})"
+            return
+
+
+def _handle(kind: str, payload, state: Supervision, emit) -> None:
+    if kind == "loading":
+        state.loading = True
+    elif kind == "loaded":
+        state.loading, state.info = False, payload
+    elif kind == "started":
+        state.in_flight = next(pp for pp in state.todo if pp.point == payload)
+    elif kind == "result":
+        state.in_flight = None
+        state.reported.add(payload.point)
+        emit(payload)
+    elif kind == "done":
+        state.done = True
+
+
+def _stop(proc: subprocess.Popen, graceful: bool) -> None:
+    """End the worker's whole process group (engine children, ranks): a finished worker gets time to exit."""
+    if graceful:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _exit_reason(proc: subprocess.Popen, state: Supervision) -> str:
+    if state.failure:
+        return state.failure
+    code = proc.returncode
+    if code is not None and code < 0:
+        return f"died ({signal.Signals(-code).name})"
+    return f"died (exit code {code})"
+
+
+def _report_unfinished(job: WorkerJob, state: Supervision, emit, reason: str, log_path: Path) -> None:
+    if state.done:
+        return
+    log = os.path.relpath(log_path)
+    for pp in state.todo:
+        if pp.point in state.reported:
+            continue
+        if pp is state.in_flight:
+            message = f"worker {reason} during this point (log: {log})"
+        elif state.loading and not state.reported:
+            message = f"worker {reason} while loading the model (log: {log})"
+        else:
+            message = f"not run: the {job.context.backend} worker {reason} earlier (log: {log})"
+        emit(PointResult(job.context, pp.point, "error", message, estimated_memory_bytes=pp.estimate.total_bytes))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

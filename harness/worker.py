@@ -1,0 +1,103 @@
+"""The worker process of one backend entry: `python -m harness.worker JOB.pkl` (or each rank under torchrun).
+
+It loads the model once, runs the entry's points with the same `EntryRunner` as in-process
+runs, and reports every event to the parent over a Unix socket. Only rank 0 reports; the
+other ranks run the same batches (same seeded inputs) so collective ops line up.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Client
+from typing import Optional, Set
+
+from harness.config import SweepConfig
+from harness.models import ModelSpec
+from harness.records import PointResult, RunContext
+from harness.runner import EntryRunner, RunEvents
+from harness.sweep import EntryPlan, SweepPoint
+
+FAULT_ENV = "BENCH_INJECT_FAULT"  # tests only: "KIND@LABEL/RANK/BATCH_SIZE", KIND in segv | hang | exit
+
+
+@dataclass
+class WorkerJob:
+    """Everything a worker needs, pickled by the parent: the plan decides, the worker only executes."""
+
+    plan: EntryPlan
+    model: ModelSpec
+    config: SweepConfig
+    context: RunContext
+    done: Set[tuple]
+    socket_path: str
+
+
+class ChannelEvents(RunEvents):
+    """Forwards runner events to the parent as ("kind", payload) tuples."""
+
+    def __init__(self, conn, label: str, rank: int):
+        super().__init__(emit=lambda result: None)
+        self.conn, self.label, self.rank = conn, label, rank
+
+    def _send(self, kind: str, payload=None) -> None:
+        if self.conn is not None:
+            self.conn.send((kind, payload))
+
+    def loading(self) -> None:
+        self._send("loading")
+
+    def loaded(self, info: dict) -> None:
+        self._send("loaded", info)
+
+    def started(self, point: SweepPoint) -> None:
+        inject_fault(self.label, self.rank, point.batch_size)
+        self._send("started", point)
+
+    def finished(self, result: PointResult) -> None:
+        self._send("result", result)
+
+
+def inject_fault(label: str, rank: int, batch_size: int) -> None:
+    """Crash or hang on purpose where BENCH_INJECT_FAULT says, so tests can exercise the failure paths."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    kind, _, where = spec.partition("@")
+    if where != f"{label}/{rank}/{batch_size}":
+        return
+    if kind == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif kind == "hang":
+        time.sleep(10**6)
+    elif kind == "exit":
+        os._exit(3)
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGTERM this process when its parent dies, so no worker outlives a killed sweep."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def main(job_path: str) -> int:
+    with open(job_path, "rb") as f:
+        job: WorkerJob = pickle.load(f)
+    die_with_parent()
+    rank = int(os.environ.get("RANK", "0"))
+    conn: Optional[object] = Client(job.socket_path, family="AF_UNIX") if rank == 0 else None
+    events = ChannelEvents(conn, job.context.backend, rank)
+    EntryRunner(job.plan, job.model, job.config, job.context, events).run(job.done)
+    events._send("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
