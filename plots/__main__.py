@@ -1,0 +1,60 @@
+"""`python -m plots RESULTS... [--out DIR] [--series COLS] [--where key=value ...] [--format png,svg]`.
+
+Exit codes: 0 report written; 2 bad input (one `error:` line on stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from plots import data
+from plots.errors import PlotError
+from plots.report import FORMATS, make_report
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's own usage errors, in the same one-line shape
+        raise PlotError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m plots", description=__doc__.splitlines()[0].strip("`. "),
+                     epilog="With several RESULTS, --out is required: no one results folder owns the comparison.")
+    parser.add_argument("results", nargs="+", type=Path, help="results folders or results.csv files")
+    parser.add_argument("--out", type=Path, help="output folder (default: RESULTS/plots for one results folder)")
+    parser.add_argument("--series", help="comma-separated columns naming a curve (default: "
+                        f"{','.join(data.DEFAULT_SERIES_COLUMNS)}); choose from {','.join(data.SERIES_CHOICES)}")
+    parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                        help="keep rows whose column KEY equals VALUE (VALUE may be a,b for either); repeatable")
+    parser.add_argument("--format", default="png", help=f"comma-separated, from {','.join(FORMATS)} (default png)")
+    return parser
+
+
+def default_out_dir(results: List[Path]) -> Path:
+    if len(results) > 1:
+        raise PlotError("several results given: pass --out DIR for the comparison's charts and report")
+    source = results[0]
+    return (source if source.is_dir() else source.parent) / "plots"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        series = [c.strip() for c in args.series.split(",") if c.strip()] if args.series is not None else None
+        out_dir = args.out or default_out_dir(args.results)
+        report = make_report(args.results, out_dir, series, data.parse_where(args.where),
+                             tuple(args.format.split(",")))
+    except PlotError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"charts and report: {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

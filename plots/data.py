@@ -1,0 +1,206 @@
+"""Pure functions over the results table: filter, name the series, split plotted from dropped, Pareto.
+
+A series is one curve: the rows that share the series columns (default: hardware, backend,
+parallelism and model). Labels name only the columns that differ between series, since what is
+common to all of them is already in the chart title.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pandas as pd
+
+from plots.errors import PlotError
+from plots.load import POINT_COLUMNS, SOURCE_COLUMN
+
+DEFAULT_SERIES_COLUMNS = ("hardware", "backend", "tp_size", "num_devices", "model")
+# Asked for when the chosen columns leave two rows of one curve at the same point (say two runs
+# on one machine): a zig-zag through both would be wrong, two labelled curves are not.
+DISAMBIGUATING_COLUMNS = DEFAULT_SERIES_COLUMNS + ("dtype", "benchmark_name", SOURCE_COLUMN)
+SERIES_CHOICES = ("benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size", SOURCE_COLUMN)
+SERIES = "series"
+PLOTTED_STATUS = "ok"
+_VALUE_FORMATS = {"tp_size": "TP {}", "num_devices": "{} devices", "dtype": "{}"}
+
+
+def parse_where(items: Iterable[str]) -> Dict[str, str]:
+    """`["backend=hf", "batch_size=1,4"]` -> {"backend": "hf", "batch_size": "1,4"}; PlotError on bad syntax."""
+    where: Dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise PlotError(f"--where {item!r}: expected key=value, e.g. --where backend=hf")
+        where[key.strip()] = value.strip()
+    return where
+
+
+def apply_where(table: pd.DataFrame, where: Optional[Dict[str, str]]) -> pd.DataFrame:
+    """Rows whose text in each column equals the value, or one of its comma-separated values."""
+    for column, value in (where or {}).items():
+        if column not in table.columns:
+            raise PlotError(f"--where {column}={value}: unknown column {column!r}; "
+                            f"choose from: {', '.join(table.columns)}")
+        wanted = [v.strip() for v in value.split(",")]
+        matched = table[table[column].astype(str).isin(wanted)]
+        if matched.empty:
+            present = ", ".join(sorted(set(table[column].astype(str))))
+            raise PlotError(f"--where {column}={value}: no rows match (values present: {present})")
+        table = matched
+    return table
+
+
+def check_series_columns(columns: Sequence[str]) -> None:
+    unknown = [c for c in columns if c not in SERIES_CHOICES]
+    if unknown:
+        raise PlotError(f"--series: unknown column {unknown[0]!r}; choose from: {', '.join(SERIES_CHOICES)}")
+    if not columns:
+        raise PlotError(f"--series: name at least one column from: {', '.join(SERIES_CHOICES)}")
+
+
+def series_columns(table: pd.DataFrame, requested: Optional[Sequence[str]] = None) -> List[str]:
+    """The requested columns (or the defaults), plus the fewest extra ones that make every point unique."""
+    columns = list(requested) if requested else list(DEFAULT_SERIES_COLUMNS)
+    check_series_columns(columns)
+    for extra in DISAMBIGUATING_COLUMNS:
+        if not table.duplicated(columns + list(POINT_COLUMNS)).any():
+            break
+        if extra not in columns:
+            columns.append(extra)
+    return columns
+
+
+def varying_columns(table: pd.DataFrame, columns: Sequence[str]) -> List[str]:
+    return [c for c in columns if table[c].astype(str).nunique() > 1]
+
+
+def format_value(column: str, value: object) -> str:
+    text = str(value)
+    if column == "num_devices" and text == "1":
+        return "1 device"
+    return _VALUE_FORMATS.get(column, "{}").format(text)
+
+
+def series_labels(table: pd.DataFrame, columns: Sequence[str], fallback: Sequence[str] = ()) -> pd.Series:
+    """One label per row, from the columns whose values differ between rows (`fallback` if none do)."""
+    shown = varying_columns(table, columns) or [c for c in fallback if c in table.columns] or list(columns)
+    return table[shown].astype(str).apply(lambda row: " · ".join(format_value(c, row[c]) for c in shown), axis=1)
+
+
+def with_series(table: pd.DataFrame, requested: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """A copy of the table with a `series` column naming the curve each row belongs to."""
+    out = table.copy()
+    # With a single default series, hardware and backend are what a reader needs from the legend.
+    fallback = list(requested) if requested else ["hardware", "backend"]
+    out[SERIES] = series_labels(out, series_columns(out, requested), fallback)
+    return out
+
+
+def series_order(table: pd.DataFrame) -> List[str]:
+    """Series in order of first appearance, so the first results folder given is the first colour."""
+    return list(dict.fromkeys(table[SERIES]))
+
+
+def plotted(table: pd.DataFrame) -> pd.DataFrame:
+    """Only the `ok` rows, by series (first seen first), lengths and batch size: lines follow batch size."""
+    ok = table[table["status"] == PLOTTED_STATUS]
+    rank = {name: i for i, name in enumerate(series_order(table))}
+    by_lengths = ok.sort_values(["input_length", "output_length", "batch_size"], kind="stable")
+    return by_lengths.sort_values(SERIES, key=lambda column: column.map(rank), kind="stable")
+
+
+def dropped(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows that are not plotted: oom, skipped and error points."""
+    return table[table["status"] != PLOTTED_STATUS]
+
+
+def require_plottable(table: pd.DataFrame) -> None:
+    """PlotError naming the statuses when not a single point ended ok."""
+    if (table["status"] == PLOTTED_STATUS).any():
+        return
+    counts = table["status"].replace("", "unknown").value_counts()
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    raise PlotError(f"nothing to plot: none of the {len(table)} points ended ok ({summary})")
+
+
+def describe_dropped(rows: pd.DataFrame, with_lengths: bool = False,
+                     with_series: Optional[bool] = None) -> List[str]:
+    """`"bs 64 (oom)"` per dropped row in series, length and batch-size order.
+
+    Prefixed by the series when `with_series` (default: when the rows hold several series).
+    """
+    if with_series is None:
+        with_series = SERIES in rows and rows[SERIES].nunique() > 1
+    items = []
+    for _, row in _in_point_order(rows).iterrows():
+        lengths = f" @ in {row['input_length']}/out {row['output_length']}" if with_lengths else ""
+        prefix = f"{row[SERIES]}: " if with_series else ""
+        items.append(f"{prefix}bs {row['batch_size']}{lengths} ({row['status'] or 'unknown'})")
+    return items
+
+
+def _in_point_order(rows: pd.DataFrame) -> pd.DataFrame:
+    # Numbers may still be text here (the table as read): sort them as numbers all the same.
+    keys = [c for c in (SERIES, *POINT_COLUMNS[1:], POINT_COLUMNS[0]) if c in rows]
+    rank = {name: i for i, name in enumerate(dict.fromkeys(rows[SERIES]))} if SERIES in rows else {}
+    return rows.sort_values(keys, kind="stable", key=lambda col: col.map(rank) if col.name == SERIES
+                            else pd.to_numeric(col, errors="coerce"))
+
+
+def pareto_frontier(latency_ms: Sequence[float], throughput: Sequence[float]) -> np.ndarray:
+    """Indices of the points no other point beats on both (lower latency, higher throughput), by latency."""
+    latency = np.asarray(latency_ms, dtype=float)
+    rate = np.asarray(throughput, dtype=float)
+    # Fastest first; among equal latencies the highest throughput first, so it alone can win.
+    order = np.lexsort((-rate, latency))
+    frontier, best_rate = [], -np.inf
+    for i in order:
+        if np.isfinite(latency[i]) and np.isfinite(rate[i]) and rate[i] > best_rate:
+            frontier.append(i)
+            best_rate = rate[i]
+    return np.asarray(frontier, dtype=int)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One line on a chart: its legend name, the points in drawing order, and each point's batch size."""
+
+    name: str
+    x: Tuple[float, ...]
+    y: Tuple[float, ...]
+    batch_sizes: Tuple[int, ...]
+
+
+def build_curves(rows: pd.DataFrame, x_column: str, y_column: str, by: str = SERIES,
+                 order_by: Optional[str] = None) -> List[Curve]:
+    """One curve per value of `by` (series in first-seen order, numbers ascending), NaN points left out."""
+    curves = []
+    for name, group in rows.groupby(by, sort=by != SERIES):
+        group = group.dropna(subset=[x_column, y_column]).sort_values(order_by or x_column, kind="stable")
+        if not group.empty:
+            curves.append(Curve(str(name), tuple(group[x_column].astype(float)), tuple(group[y_column].astype(float)),
+                                tuple(int(b) for b in group["batch_size"])))
+    return curves
+
+
+def median_over_output_lengths(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """`column` per (series, batch size, input length), the median over output lengths.
+
+    Prefill does not depend on how many tokens are decoded afterwards, so each output length is
+    one more measurement of the same TTFT; the median keeps one noisy point from moving the line.
+    """
+    keys = [SERIES, "batch_size", "input_length"]
+    return rows.dropna(subset=[column]).groupby(keys, sort=False, as_index=False)[column].median()
+
+
+def length_pairs(rows: pd.DataFrame) -> List[Tuple[int, int]]:
+    """Every (input_length, output_length) in the rows, ascending."""
+    pairs = rows[["input_length", "output_length"]].drop_duplicates().itertuples(index=False)
+    return sorted((int(i), int(o)) for i, o in pairs)
+
+
+def unique_text(rows: pd.DataFrame, column: str) -> str:
+    """The distinct values of a column, joined: the model and dtype part of a title."""
+    return ", ".join(dict.fromkeys(rows[column].astype(str)))

@@ -1,0 +1,160 @@
+"""`make_report`: results folders in, charts and a report.md out. The one entry point of the package."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import pandas as pd
+
+from plots import data, load, style
+from plots.charts import Chart, ChartContext, render_all
+from plots.errors import PlotError
+
+FORMATS = ("png", "svg", "pdf")
+# Markdown viewers (GitHub included) show PNG and SVG inline but only link a PDF.
+EMBEDDABLE = ("png", "svg")
+REPORT_NAME = "report.md"
+
+
+def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] = None,
+                where: Optional[Dict[str, str]] = None, formats: Tuple[str, ...] = ("png",)) -> Path:
+    """Draw every chart of the results in `sources` into `out_dir` and write report.md; returns its path.
+
+    Raises PlotError (one-line message) for a missing folder or results.csv, an unknown --series or
+    --where column, or results with no `ok` point.
+    """
+    formats = check_formats(formats.split(",") if isinstance(formats, str) else formats)
+    sources = [sources] if isinstance(sources, (str, Path)) else list(sources)
+    if series is not None:
+        data.check_series_columns(series)
+    table = data.apply_where(load.load_results(sources), where)
+    data.require_plottable(table)
+    table = load.to_numbers(data.with_series(table, series))
+    palette = style.Palette.build(data.series_order(table), table["batch_size"].dropna().astype(int))
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        charts = render_all(ChartContext(table, palette, out_dir, formats))
+        path = out_dir / REPORT_NAME
+        path.write_text(render_markdown(table, charts, sources, where, out_dir))
+    except OSError as e:
+        raise PlotError(f"{out_dir}: cannot write the charts ({e.strerror or e})") from None
+    return path
+
+
+def check_formats(formats: Sequence[str]) -> Tuple[str, ...]:
+    cleaned = tuple(dict.fromkeys(f.strip().lower().lstrip(".") for f in formats if f.strip()))
+    unknown = [f for f in cleaned if f not in FORMATS]
+    if unknown or not cleaned:
+        raise PlotError(f"--format {','.join(formats)}: choose one or more of {', '.join(FORMATS)}")
+    return cleaned
+
+
+# -- report.md --------------------------------------------------------------------------------------------
+
+def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[Path],
+                    where: Optional[Dict[str, str]], out_dir: Path) -> str:
+    ok = data.plotted(table)
+    lines = [f"# {data.unique_text(ok, 'model')} ({data.unique_text(ok, 'dtype')}): inference benchmark", ""]
+    lines += source_lines(sources, where)
+    lines += ["## Summary", "", *summary_table(table), ""]
+    lines += dropped_lines(table)
+    lines += chart_lines(charts, out_dir)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def source_lines(sources: Sequence[Path], where: Optional[Dict[str, str]]) -> List[str]:
+    """Where each number came from: folder, hardware, software versions, commit, start time."""
+    lines = ["Results:", ""]
+    for source in sources:
+        csv_path = load.results_csv_path(Path(source))
+        manifest = load.read_manifest(csv_path)
+        lines.append(f"- `{csv_path.parent}`: {describe_manifest(manifest)}")
+    if where:
+        lines.append(f"- filtered with {' '.join(f'`--where {k}={v}`' for k, v in where.items())}")
+    return lines + [""]
+
+
+def describe_manifest(manifest: dict) -> str:
+    if not manifest:
+        return "no manifest.json"
+    software = manifest.get("software") or {}
+    versions = ", ".join(f"{k} {software[k]}" for k in ("torch", "transformers", "vllm", "deepspeed") if k in software)
+    parts = [load.manifest_hardware_label(manifest), versions,
+             f"commit {str(manifest.get('git_commit') or '?')[:12]}", f"started {manifest.get('start_time', '?')}"]
+    return "; ".join(p for p in parts if p)
+
+
+SUMMARY_HEADER = ("| series | input | output | points ok | peak throughput (tokens/s) | at batch size "
+                  "| latency there (ms) | TPOT there (ms) | smallest batch | its latency (ms) | its TTFT (ms) |")
+
+
+def summary_table(table: pd.DataFrame) -> List[str]:
+    """One row per series and length pair: the throughput end and the latency end of its curve."""
+    rows = [SUMMARY_HEADER, _separator()]
+    for series in data.series_order(table):
+        of_series = table[table[data.SERIES] == series]
+        for input_length, output_length in data.length_pairs(of_series):
+            group = of_series[(of_series["input_length"] == input_length) & (of_series["output_length"] == output_length)]
+            rows.append(_summary_row(series, input_length, output_length, group))
+    return rows
+
+
+def _separator() -> str:
+    columns = SUMMARY_HEADER.count("|") - 1
+    return "|" + "|".join(["---"] * 3 + ["--:"] * (columns - 3)) + "|"
+
+
+def _summary_row(series: str, input_length: int, output_length: int, group: pd.DataFrame) -> str:
+    ok = group[group["status"] == data.PLOTTED_STATUS].sort_values("batch_size")
+    cells = [series, str(input_length), str(output_length), f"{len(ok)} of {len(group)}"]
+    if ok.empty:
+        return "| " + " | ".join(cells + ["-"] * 7) + " |"
+    peak = ok.loc[ok["throughput_tokens_per_s"].idxmax()]
+    small = ok.iloc[0]
+    cells += [fmt(peak["throughput_tokens_per_s"]), str(peak["batch_size"]), fmt(peak["latency_ms_mean"]),
+              fmt(peak.get("tpot_ms_mean")), str(small["batch_size"]), fmt(small["latency_ms_mean"]),
+              fmt(small.get("ttft_ms_mean"))]
+    return "| " + " | ".join(cells) + " |"
+
+
+def fmt(value: object) -> str:
+    """Three significant figures without scientific notation: 1,316 / 41.2 / 3.24; '-' when empty."""
+    if value is None or pd.isna(value):
+        return "-"
+    number = float(value)
+    if abs(number) >= 100:
+        return f"{number:,.0f}"
+    return f"{number:.1f}" if abs(number) >= 10 else f"{number:.2f}"
+
+
+def dropped_lines(table: pd.DataFrame) -> List[str]:
+    items = data.describe_dropped(data.dropped(table), with_lengths=True,
+                                  with_series=table[data.SERIES].nunique() > 1)
+    if not items:
+        return []
+    errors = data.dropped(table)["error"].astype(str).str.strip()
+    reasons = sorted(set(e.splitlines()[0][:160] for e in errors if e and e != "nan"))
+    lines = ["## Points left out of the charts", "", *[f"- {item}" for item in items], ""]
+    return lines + (["Reasons recorded:", "", *[f"- {r}" for r in reasons], ""] if reasons else [])
+
+
+def chart_lines(charts: List[Chart], out_dir: Path) -> List[str]:
+    """Every chart under its section heading, embedded by a path relative to report.md."""
+    lines, section = [], None
+    for chart in charts:
+        if chart.section != section:
+            section = chart.section
+            lines += [f"## {section}", ""]
+        lines += [_embed(chart, out_dir), ""]
+        if chart.caption:
+            lines += [f"*{chart.caption}*", ""]
+    return lines
+
+
+def _embed(chart: Chart, out_dir: Path) -> str:
+    embeddable = [p for p in chart.paths if p.suffix.lstrip(".") in EMBEDDABLE]
+    if embeddable:
+        return f"![{chart.title}]({embeddable[0].relative_to(out_dir).as_posix()})"
+    return " · ".join(f"[{chart.title} ({p.suffix[1:]})]({p.relative_to(out_dir).as_posix()})" for p in chart.paths)
