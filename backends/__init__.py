@@ -9,6 +9,7 @@ from harness.errors import UserError, known_names
 
 BACKENDS: Dict[str, str] = {
     "hf": "backends.hf:HFBackend",
+    "vllm": "backends.vllm_engine:VLLMBackend",
 }
 
 

@@ -119,8 +119,10 @@ class HFBackend(Backend):
             )
             self._sync()
             end = time.perf_counter()
-        produced = tokens_produced(out[:, batch.input_length:].tolist(), self.eos_ids, batch.output_length)
-        return BatchTiming(start, clock.stamps[0], clock.stamps[-1], end, produced)
+        generated = out[:, batch.input_length:].tolist()
+        produced = tokens_produced(generated, self.eos_ids, batch.output_length)
+        return BatchTiming(start, clock.stamps[0], clock.stamps[-1], end, produced,
+                           token_ids=tuple(map(tuple, generated)))
 
     def runtime_info(self) -> dict:
         import torch

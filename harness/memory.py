@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Dict, List, Optional
 
 from harness.models import ModelSpec
 
@@ -137,3 +138,75 @@ def process_peak_rss_bytes(pid: int) -> int:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def process_tree(root: int) -> List[int]:
+    """`root` and all its descendants, from /proc (engines such as vLLM compute in child processes)."""
+    children: Dict[int, List[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+class ProcessTreeMemory(PeakMemory):
+    """Peak RSS summed over this process and its descendants.
+
+    A sum of per-process peaks bounds the true peak of the sum from above; the processes of an
+    engine reach their peaks together (weights and KV cache are allocated up front), so the two
+    are close in practice.
+    """
+
+    def __init__(self):
+        super().__init__("cpu")
+
+    def reset(self) -> None:
+        for pid in process_tree(os.getpid()):
+            try:
+                with open(f"/proc/{pid}/clear_refs", "w") as f:
+                    f.write("5")
+            except OSError:
+                pass
+
+    def read(self) -> int:
+        total = 0
+        for pid in process_tree(os.getpid()):
+            try:
+                total += process_peak_rss_bytes(pid)
+            except OSError:
+                pass  # exited meanwhile
+        return total
+
+
+class DeviceMemoryInUse(PeakMemory):
+    """GPU memory in use on the entry's devices, from NVML: for engines whose allocations live in
+    other processes (vLLM's workers), where this process's allocator sees nothing. vLLM reserves
+    its KV cache up front, so in-use after a point is its peak."""
+
+    def __init__(self, num_devices: int):
+        super().__init__("cuda")
+        self.num_devices = num_devices
+
+    def reset(self) -> None:
+        pass
+
+    def read(self) -> Optional[int]:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            return sum(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used
+                       for i in range(self.num_devices))
+        except Exception:  # no NVML: report nothing rather than a wrong number
+            return None

@@ -37,6 +37,7 @@ class BatchTiming:
     `last_token_s`: the batch's last output token has arrived.
     `output_tokens`: tokens each sequence actually produced, checked against the request.
     `request_ttfts_s`: per-sequence first-token delays, where the engine reports them.
+    `token_ids`: the generated ids per sequence, for cross-checking engines (not timed, not written per batch).
     """
 
     start_s: float
@@ -45,6 +46,7 @@ class BatchTiming:
     end_s: float
     output_tokens: Tuple[int, ...]
     request_ttfts_s: Optional[Tuple[float, ...]] = field(default=None)
+    token_ids: Optional[Tuple[Tuple[int, ...], ...]] = field(default=None, repr=False)
 
     @property
     def latency_ms(self) -> float:

@@ -1,0 +1,204 @@
+"""vLLM offline engine (`vllm.LLM`), timed from the engine's own per-request timestamps.
+
+Named vllm_engine.py, not vllm.py, so that nothing can shadow the `vllm` package.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from backends.base import Backend, BackendOptions, Placement
+from harness.config import opt
+from harness.errors import UserError
+from harness.memory import (GiB, DeviceMemoryInUse, MemoryEstimate, ProcessTreeMemory, estimate_point,
+                            kv_cache_bytes)
+from harness.models import TORCH_DTYPES, ModelSpec
+from harness.timing import BatchSpec, BatchTiming
+
+CPU_KV_CACHE_DEFAULT_BYTES = 2 * GiB
+# Engine arguments the harness sets itself: the measurement depends on them.
+HARNESS_ARGS = ("model", "load_format", "skip_tokenizer_init", "dtype", "seed", "disable_log_stats", "tokenizer")
+# engine_args keys that duplicate a typed option: one place per setting.
+OPTION_ARGS = {
+    "tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size", "enforce_eager": "enforce_eager",
+    "gpu_memory_utilization": "gpu_memory_utilization", "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+    "enable_prefix_caching": "enable_prefix_caching", "max_model_len": "max_model_len",
+}
+
+
+@dataclass
+class VLLMOptions(BackendOptions):
+    tp_size: int = opt(1, help="Tensor-parallel GPUs (tensor_parallel_size).")
+    pp_size: int = opt(1, help="Pipeline-parallel stages (pipeline_parallel_size).")
+    enforce_eager: bool = opt(False, help="Disable CUDA graphs and torch.compile (faster start, slower decode).")
+    gpu_memory_utilization: float = opt(0.9, help="Share of each GPU's memory vLLM may take (GPU only).")
+    kv_cache_memory_bytes: Optional[int] = opt(
+        None, help="KV cache size in bytes. Required on CPU, where it defaults to 2 GiB; on GPU it overrides "
+        "gpu_memory_utilization's sizing."
+    )
+    # Off: a prefix-cache hit turns a prefill into a lookup, so TTFT would measure the cache, not the model.
+    # Prompts are random, but off-by-default keeps that true for any input a user plugs in.
+    enable_prefix_caching: bool = opt(False, help="Reuse KV blocks of repeated prompt prefixes.")
+    max_model_len: Optional[int] = opt(None, help="Longest sequence; default: the sweep's largest input + output.")
+    cpu_threads_bind: Optional[str] = opt(
+        None, help="VLLM_CPU_OMP_THREADS_BIND on CPU: 'auto' (vLLM's default), 'all', 'nobind' or core ids "
+        "like '0-1'."
+    )
+    cpu_reserved_cpus: Optional[int] = opt(
+        None, help="VLLM_CPU_NUM_OF_RESERVED_CPU on CPU: cores kept free for the frontend (vLLM's default: 1)."
+    )
+    engine_args: Dict[str, Any] = opt(factory=dict, help="Passed through to vllm.LLM (EngineArgs).")
+
+    def validate(self, key: str) -> None:
+        for name in ("tp_size", "pp_size"):
+            if getattr(self, name) < 1:
+                raise UserError(f"{key}.{name}: must be at least 1, got {getattr(self, name)}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise UserError(f"{key}.gpu_memory_utilization: must be in (0, 1], got {self.gpu_memory_utilization}")
+        for arg in self.engine_args:
+            if arg in OPTION_ARGS or arg in vars(self):
+                option = OPTION_ARGS.get(arg, arg)
+                raise UserError(f"{key}.engine_args.{arg}: duplicates {key}.{option}; set it there")
+            if arg in HARNESS_ARGS:
+                raise UserError(f"{key}.engine_args.{arg}: set by the harness (allowed: any other EngineArgs field)")
+
+
+class VLLMBackend(Backend):
+    Options = VLLMOptions
+
+    @classmethod
+    def resolve_placement(cls, options: VLLMOptions) -> Placement:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        return Placement(device=device, num_devices=options.tp_size * options.pp_size, tp_size=options.tp_size)
+
+    @classmethod
+    def launch_env(cls, options: VLLMOptions, placement: Placement) -> Dict[str, str]:
+        env = {}
+        if options.cpu_threads_bind is not None:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = options.cpu_threads_bind
+        if options.cpu_reserved_cpus is not None:
+            env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(options.cpu_reserved_cpus)
+        return env
+
+    @classmethod
+    def estimate_memory(cls, options: VLLMOptions, model: ModelSpec, batch_size: int, input_length: int,
+                        output_length: int) -> MemoryEstimate:
+        """On CPU the engine preallocates its whole KV cache, whatever the point needs."""
+        estimate = estimate_point(model, batch_size, input_length, output_length)
+        if cls.resolve_placement(options).device == "cuda":
+            return estimate
+        kv = max(estimate.kv_cache_bytes, options.kv_cache_memory_bytes or CPU_KV_CACHE_DEFAULT_BYTES)
+        return MemoryEstimate(estimate.weights_bytes, kv, estimate.activation_bytes)
+
+    def load(self) -> None:
+        from vllm import LLM
+
+        self._check_same_clock()
+        cpu = self.placement.device == "cpu"
+        self.peak_memory = ProcessTreeMemory() if cpu else DeviceMemoryInUse(self.placement.num_devices)
+        self.llm = LLM(**self._engine_args())
+        vllm_config = self.llm.llm_engine.vllm_config
+        self.cache, self.scheduler = vllm_config.cache_config, vllm_config.scheduler_config
+
+    def _engine_args(self) -> Dict[str, Any]:
+        o = self.options
+        args: Dict[str, Any] = dict(
+            model=self._model_folder(), skip_tokenizer_init=True, dtype=TORCH_DTYPES[self.model.dtype], seed=0,
+            disable_log_stats=False,  # RequestOutput.metrics (our timestamps) are only filled with stats on
+            tensor_parallel_size=o.tp_size, pipeline_parallel_size=o.pp_size, enforce_eager=o.enforce_eager,
+            enable_prefix_caching=o.enable_prefix_caching, max_model_len=o.max_model_len or self.shape.max_tokens,
+        )
+        if self.model.weights == "random":
+            args["load_format"] = "dummy"
+        if self.placement.device == "cpu":
+            args["kv_cache_memory_bytes"] = o.kv_cache_memory_bytes or CPU_KV_CACHE_DEFAULT_BYTES
+        else:
+            args["gpu_memory_utilization"] = o.gpu_memory_utilization
+            if o.kv_cache_memory_bytes:
+                args["kv_cache_memory_bytes"] = o.kv_cache_memory_bytes
+        if self.shape.max_batch_size > 256:  # vLLM's default max_num_seqs: a bigger batch would be split
+            args["max_num_seqs"] = self.shape.max_batch_size
+        return {**args, **o.engine_args}
+
+    def _model_folder(self) -> str:
+        if self.model.weights == "pretrained":
+            return self.model.source
+        self._tmp = tempfile.TemporaryDirectory(prefix="bench-vllm-model-")
+        return str(self.model.write_config_folder(Path(self._tmp.name)))
+
+    @staticmethod
+    def _check_same_clock() -> None:
+        """vLLM stamps tokens with time.monotonic() in its engine process; we subtract our perf_counter.
+
+        Both must read the same system-wide clock (CLOCK_MONOTONIC on Linux) for that to mean anything.
+        """
+        ours, theirs = time.get_clock_info("perf_counter"), time.get_clock_info("monotonic")
+        if ours.implementation != theirs.implementation or "CLOCK_MONOTONIC" not in ours.implementation:
+            raise RuntimeError(f"cannot compare vLLM's clock ({theirs.implementation}) with ours "
+                               f"({ours.implementation})")
+
+    def run(self, batch: BatchSpec) -> BatchTiming:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        prompts = [TokensPrompt(prompt_token_ids=p) for p in batch.prompts]
+        n = batch.output_length
+        params = SamplingParams(temperature=0.0, max_tokens=n, min_tokens=n, ignore_eos=True, detokenize=False)
+        start = time.perf_counter()
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        end = time.perf_counter()
+        return self._timing(start, end, outputs)
+
+    @staticmethod
+    def _timing(start: float, end: float, outputs) -> BatchTiming:
+        """Batch TTFT = the last request's first token; the batch's last token = the last request's last one."""
+        metrics = [o.metrics for o in outputs]
+        if any(m is None or not m.first_token_ts for m in metrics):
+            raise RuntimeError("vLLM returned no per-request timestamps (RequestOutput.metrics is empty)")
+        first, last = max(m.first_token_ts for m in metrics), max(m.last_token_ts for m in metrics)
+        if not start <= min(m.scheduled_ts for m in metrics) <= last <= end:
+            raise RuntimeError("vLLM's timestamps fall outside the host's window around generate(): clock mismatch")
+        token_ids = tuple(tuple(o.outputs[0].token_ids) for o in outputs)
+        requests = tuple(m.first_token_ts - start for m in metrics)
+        return BatchTiming(start, first, last, end, tuple(map(len, token_ids)), requests, token_ids)
+
+    def cannot_run(self, batch_size: int, input_length: int, output_length: int) -> Optional[str]:
+        """A batch the engine cannot hold at once would be queued or preempted: no longer one static batch."""
+        if batch_size > self.scheduler.max_num_seqs:
+            return f"vLLM runs at most {self.scheduler.max_num_seqs} sequences at once (max_num_seqs)"
+        blocks_per_seq = -(-(input_length + output_length) // self.cache.block_size)
+        if batch_size * blocks_per_seq > self.cache.num_gpu_blocks:
+            return (f"vLLM's KV cache holds {self._capacity_tokens()} tokens; this batch needs "
+                    f"{batch_size * (input_length + output_length)} (raise kv_cache_memory_bytes or "
+                    f"gpu_memory_utilization)")
+        return None
+
+    def _capacity_tokens(self) -> int:
+        return self.cache.num_gpu_blocks * self.cache.block_size
+
+    def engine_stats(self) -> Dict[str, object]:
+        bytes_per_token = kv_cache_bytes(self.model, batch_size=1, tokens=1)
+        return {"kv_cache_capacity_tokens": self._capacity_tokens(),
+                "engine_kv_cache_bytes": self._capacity_tokens() * bytes_per_token}
+
+    def runtime_info(self) -> Dict[str, object]:
+        import os
+
+        info = {"device": self.placement.device, "kv_cache_capacity_tokens": self._capacity_tokens(),
+                "block_size": self.cache.block_size, "max_num_seqs": self.scheduler.max_num_seqs,
+                "max_num_batched_tokens": self.scheduler.max_num_batched_tokens}
+        if self.placement.device == "cpu":
+            info["cpu_threads_bind"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")
+            info["cpu_reserved_cpus"] = os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "vLLM default")
+        return info
+
+    def close(self) -> None:
+        del self.llm
+        if getattr(self, "_tmp", None):
+            self._tmp.cleanup()
