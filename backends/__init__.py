@@ -9,6 +9,8 @@ from harness.errors import UserError, known_names
 
 BACKENDS: Dict[str, str] = {
     "hf": "backends.hf:HFBackend",
+    "accelerate": "backends.accelerate_pp:AccelerateBackend",
+    "deepspeed": "backends.deepspeed_tp:DeepSpeedBackend",
     "vllm": "backends.vllm_engine:VLLMBackend",
 }
 

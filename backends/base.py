@@ -13,6 +13,18 @@ from harness.sweep import SweepShape
 from harness.timing import BatchSpec, BatchTiming
 
 
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: str) -> str:
+    """`auto` means CUDA when torch sees a GPU, else the CPU."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @dataclass
 class BackendOptions:
     """Keys every backend entry accepts; each backend subclasses this with its own typed options."""
@@ -49,6 +61,9 @@ class Backend(ABC):
 
     # Launched as `placement.tp_size` ranks (torchrun) instead of one worker process.
     distributed: ClassVar[bool] = False
+    # Random weights come from harness/weights.py (seeded per parameter name), so two backends that both
+    # say so hold identical weights and their greedy tokens can be compared.
+    harness_random_weights: ClassVar[bool] = False
 
     def __init__(self, options: BackendOptions, model: ModelSpec, shape: SweepShape):
         self.options = options

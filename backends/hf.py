@@ -6,14 +6,14 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Tuple
 
-from backends.base import Backend, BackendOptions, Placement
+from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
+from harness import weights
 from harness.config import opt
 from harness.errors import UserError
 from harness.memory import MemoryEstimate, estimate_point
 from harness.models import ModelSpec
 from harness.timing import BatchSpec, BatchTiming
 
-DEVICES = ("auto", "cpu", "cuda")
 CACHES = ("dynamic", "static")
 ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
 
@@ -37,14 +37,6 @@ class HFOptions(BackendOptions):
                 raise UserError(f"{key}.{name}: {value!r} is not one of {', '.join(allowed)}")
         if self.compile and self.cache_implementation != "static":
             raise UserError(f"{key}.compile: true needs {key}.cache_implementation: static")
-
-
-def resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class StepClock:
@@ -73,6 +65,7 @@ class StepClock:
 
 class HFBackend(Backend):
     Options = HFOptions
+    harness_random_weights = True
 
     @classmethod
     def resolve_placement(cls, options: HFOptions) -> Placement:
@@ -93,9 +86,9 @@ class HFBackend(Backend):
             raise RuntimeError("device: cuda requested but torch sees no CUDA device")
         kwargs = dict(dtype=dtype, attn_implementation=self.options.attn_implementation)
         if self.model.weights == "random":
-            torch.manual_seed(0)
-            with torch.device(device):
-                model = AutoModelForCausalLM.from_config(self.model.hf_config, **kwargs)
+            # Built on meta, then every value drawn from harness.weights: the same weights every backend builds.
+            model = weights.build_empty(self.model.hf_config, **kwargs)
+            weights.materialize(model, device, init_range=weights.init_range_of(self.model.hf_config))
         else:
             model = AutoModelForCausalLM.from_pretrained(self.model.source, device_map=device, **kwargs)
         self.net = model.eval().requires_grad_(False)

@@ -5,13 +5,15 @@ Named vllm_engine.py, not vllm.py, so that nothing can shadow the `vllm` package
 
 from __future__ import annotations
 
+import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
-from backends.base import Backend, BackendOptions, Placement
+from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
 from harness.config import opt
 from harness.errors import UserError
 from harness.memory import (GiB, DeviceMemoryInUse, MemoryEstimate, ProcessTreeMemory, estimate_point,
@@ -32,6 +34,7 @@ OPTION_ARGS = {
 
 @dataclass
 class VLLMOptions(BackendOptions):
+    device: str = opt("auto", help="auto (cuda when present, else cpu) | cpu | cuda: where the entry may run.")
     tp_size: int = opt(1, help="Tensor-parallel GPUs (tensor_parallel_size).")
     pp_size: int = opt(1, help="Pipeline-parallel stages (pipeline_parallel_size).")
     enforce_eager: bool = opt(False, help="Disable CUDA graphs and torch.compile (faster start, slower decode).")
@@ -45,8 +48,9 @@ class VLLMOptions(BackendOptions):
     enable_prefix_caching: bool = opt(False, help="Reuse KV blocks of repeated prompt prefixes.")
     max_model_len: Optional[int] = opt(None, help="Longest sequence; default: the sweep's largest input + output.")
     cpu_threads_bind: Optional[str] = opt(
-        None, help="VLLM_CPU_OMP_THREADS_BIND on CPU: 'auto' (vLLM's default), 'all', 'nobind' or core ids "
-        "like '0-1'."
+        None, help="VLLM_CPU_OMP_THREADS_BIND on CPU: 'auto' (vLLM's default: one core per rank, the rest "
+        "reserved), 'all' (every usable core, split across ranks: what HF gets), 'nobind', or core ids per "
+        "rank like '0-3|4-7'."
     )
     cpu_reserved_cpus: Optional[int] = opt(
         None, help="VLLM_CPU_NUM_OF_RESERVED_CPU on CPU: cores kept free for the frontend (vLLM's default: 1)."
@@ -54,9 +58,14 @@ class VLLMOptions(BackendOptions):
     engine_args: Dict[str, Any] = opt(factory=dict, help="Passed through to vllm.LLM (EngineArgs).")
 
     def validate(self, key: str) -> None:
+        if self.device not in DEVICES:
+            raise UserError(f"{key}.device: {self.device!r} is not one of {', '.join(DEVICES)}")
         for name in ("tp_size", "pp_size"):
             if getattr(self, name) < 1:
                 raise UserError(f"{key}.{name}: must be at least 1, got {getattr(self, name)}")
+        bind = self.cpu_threads_bind
+        if bind is not None and bind not in ("auto", "all", "nobind") and not re.fullmatch(r"[\d,|-]+", bind):
+            raise UserError(f"{key}.cpu_threads_bind: {bind!r} is not auto, all, nobind or core ids like '0-3|4-7'")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise UserError(f"{key}.gpu_memory_utilization: must be in (0, 1], got {self.gpu_memory_utilization}")
         for arg in self.engine_args:
@@ -67,20 +76,29 @@ class VLLMOptions(BackendOptions):
                 raise UserError(f"{key}.engine_args.{arg}: set by the harness (allowed: any other EngineArgs field)")
 
 
+def split_cores(cores: List[int], ranks: int) -> str:
+    """vLLM's per-rank core lists, e.g. [0, 1, 2, 3] over 2 ranks -> '0,1|2,3'."""
+    per_rank = max(1, len(cores) // ranks)
+    groups = [cores[i * per_rank:(i + 1) * per_rank] for i in range(ranks)]
+    return "|".join(",".join(map(str, g)) for g in groups)
+
+
 class VLLMBackend(Backend):
     Options = VLLMOptions
 
     @classmethod
     def resolve_placement(cls, options: VLLMOptions) -> Placement:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        return Placement(device=device, num_devices=options.tp_size * options.pp_size, tp_size=options.tp_size)
+        """Which vLLM build is installed decides the platform: vllm-cpu on CPU machines, vllm with CUDA."""
+        device = resolve_device(options.device)
+        ranks = options.tp_size * options.pp_size
+        return Placement(device=device, num_devices=ranks, tp_size=options.tp_size)
 
     @classmethod
     def launch_env(cls, options: VLLMOptions, placement: Placement) -> Dict[str, str]:
         env = {}
-        if options.cpu_threads_bind is not None:
+        if options.cpu_threads_bind == "all":
+            env["VLLM_CPU_OMP_THREADS_BIND"] = split_cores(sorted(os.sched_getaffinity(0)), placement.num_devices)
+        elif options.cpu_threads_bind is not None:
             env["VLLM_CPU_OMP_THREADS_BIND"] = options.cpu_threads_bind
         if options.cpu_reserved_cpus is not None:
             env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(options.cpu_reserved_cpus)
@@ -188,8 +206,6 @@ class VLLMBackend(Backend):
                 "engine_kv_cache_bytes": self._capacity_tokens() * bytes_per_token}
 
     def runtime_info(self) -> Dict[str, object]:
-        import os
-
         info = {"device": self.placement.device, "kv_cache_capacity_tokens": self._capacity_tokens(),
                 "block_size": self.cache.block_size, "max_num_seqs": self.scheduler.max_num_seqs,
                 "max_num_batched_tokens": self.scheduler.max_num_batched_tokens}

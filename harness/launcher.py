@@ -174,7 +174,7 @@ def _exit_reason(proc: subprocess.Popen, state: Supervision) -> str:
 def _report_unfinished(job: WorkerJob, state: Supervision, emit, reason: str, log_path: Path) -> None:
     if state.done:
         return
-    log = os.path.relpath(log_path)
+    log = f"{log_path.parent.name}/{log_path.name}"  # relative to the results folder holding the row
     for pp in state.todo:
         if pp.point in state.reported:
             continue

@@ -77,11 +77,12 @@ def hardware_info() -> Dict[str, object]:
 
 def hardware_label(device: str) -> str:
     """The `hardware` column: the accelerator's name, or the CPU model and how many cores the run may use."""
-    if device == "cuda":
-        import torch
+    import torch
 
+    if device == "cuda" and torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
-    return f"{cpu_model()} ({usable_cpus()} cores)"
+    cpu = f"{cpu_model()} ({usable_cpus()} cores)"
+    return cpu if device == "cpu" else f"{cpu}, no CUDA device"  # rows of an entry skipped for lack of GPUs
 
 
 def git_commit() -> Optional[str]:

@@ -48,6 +48,8 @@ class PointResult:
     load_time_s: Optional[float] = None
     estimated_memory_bytes: Optional[int] = None
     engine_stats: Dict[str, object] = field(default_factory=dict)  # the engine's own figures, e.g. KV capacity
+    token_ids: Optional[Tuple[Tuple[int, ...], ...]] = field(default=None, repr=False)  # first timed batch
+    tokens_identical_share: Optional[float] = None  # vs the sweep's first backend entry, same point
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status

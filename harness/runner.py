@@ -52,6 +52,7 @@ class EntryRunner:
         self.load_time_s: Optional[float] = None
         self.load_error: Optional[Tuple[str, str]] = None  # (status, message) for every point
         self.engine_stats: Dict[str, object] = {}
+        self.first_token_ids = None  # of the point's first timed batch, for cross-checking engines
 
     def run(self, done: Set[tuple]) -> None:
         todo = [pp for pp in self.plan.points if point_key(self.context.backend, pp.point) not in done]
@@ -103,6 +104,7 @@ class EntryRunner:
             self._note_oom(pp.point)
         result.peak_memory_bytes = self.backend.peak_memory.read()
         result.engine_stats = self.engine_stats
+        result.token_ids = self.first_token_ids if result.status == "ok" else None
         return result
 
     def _time_point(self, point: SweepPoint) -> List[BatchSample]:
@@ -113,6 +115,8 @@ class EntryRunner:
             timing = self.backend.run(self._batch(point, "timed", i))
             check_output(timing, point)
             samples.append(to_sample(i, timing, point))
+            if i == 0:
+                self.first_token_ids = timing.token_ids
         return samples
 
     def _batch(self, point: SweepPoint, phase: str, index: int) -> BatchSpec:

@@ -56,8 +56,8 @@ class ChannelEvents(RunEvents):
         self._send("loaded", info)
 
     def started(self, point: SweepPoint) -> None:
-        inject_fault(self.label, self.rank, point.batch_size)
         self._send("started", point)
+        inject_fault(self.label, self.rank, point.batch_size)
 
     def finished(self, result: PointResult) -> None:
         self._send("result", result)

@@ -21,13 +21,15 @@ CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "n
 POINT_COLUMNS = ["batch_size", "input_length", "output_length"]
 # Figures only some engines report (blank elsewhere): vLLM's KV cache capacity and size.
 ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes"]
+# Share of greedy tokens identical to the first backend entry's at the same point (same weights only).
+CROSSCHECK_COLUMNS = ["tokens_identical_share"]
 RESULT_COLUMNS = (
     CONTEXT_COLUMNS + POINT_COLUMNS + ["num_batches", "num_warmup_batches", "status", "error"]
     + [f"{m}_{s}" for m in ("latency_ms", "ttft_ms", "tpot_ms") for s in STATS]
     + ["throughput_tokens_per_s", "prefill_tokens_per_s", "latency_per_output_token_ms"]
     + [f"request_ttft_ms_{s}" for s in STATS if s != "std"]
     + ["peak_memory_bytes", "estimated_memory_bytes", "load_time_s"]
-    + ENGINE_COLUMNS
+    + ENGINE_COLUMNS + CROSSCHECK_COLUMNS
 )
 SAMPLE_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + ["batch_index", "latency_ms", "ttft_ms", "tpot_ms",
                                                     "min_output_tokens"]
@@ -37,7 +39,8 @@ def result_row(result: PointResult) -> Dict[str, object]:
     row = _keys(result)
     row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches,
                status=result.status, error=result.error, peak_memory_bytes=result.peak_memory_bytes,
-               estimated_memory_bytes=result.estimated_memory_bytes, load_time_s=result.load_time_s)
+               estimated_memory_bytes=result.estimated_memory_bytes, load_time_s=result.load_time_s,
+               tokens_identical_share=result.tokens_identical_share)
     row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_COLUMNS})
     if result.samples:
         row.update(summarize(result.samples, result.point))

@@ -2,10 +2,12 @@
 
 import pytest
 
+from backends import BACKENDS
 from harness.cli import main
 from tests.conftest import run_benchmark
 
 TINY = "yamls/cpu-tiny.yaml"
+KNOWN = ", ".join(sorted(BACKENDS))
 TOP_KEYS = ("benchmark_name, model, backends, batch_sizes, input_lengths, output_lengths, num_batches, "
             "num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s")
 PRESETS = "llama-1b, llama-2-13b, llama-2-70b, llama-2-7b, llama-3-70b, llama-3-8b, mistral-7b, mixtral-8x7b, tiny-llama"
@@ -22,7 +24,7 @@ CASES = {
     "empty list": ([TINY, "input_lengths=[]"], "input_lengths: must be a non-empty list of positive integers, got []"),
     "negative": ([TINY, "batch_sizes=[1,-4]"], "batch_sizes: must be a non-empty list of positive integers, got -4"),
     "unknown backend": ([TINY, "backends=[{name: hff}]"],
-                        "backends[0].name: unknown backend 'hff' (known: hf); did you mean 'hf'?"),
+                        f"backends[0].name: unknown backend 'hff' (known: {KNOWN}); did you mean 'hf'?"),
     "unknown preset": ([TINY, "model.preset=lama-2-7b"],
                        f"model.preset: unknown preset 'lama-2-7b' (known: {PRESETS}); did you mean 'llama-2-7b'?"),
     "missing model": ([TINY, "model.preset=null"],

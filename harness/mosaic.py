@@ -8,7 +8,7 @@ so what the dry run prints is exactly what runs. Results come home through the r
 harness/logmarkers.py): no object storage or credentials beyond the API key are needed.
 
 The SDK is imported inside functions: it costs most of a second, and only launches need it. This file
-is `harness.platform`, never a top-level module: as `platform` it would shadow the standard library,
+is `harness.mosaic`: `platform` would shadow the standard library if harness/ were ever on sys.path,
 and a module named `mcli` would shadow the SDK.
 """
 

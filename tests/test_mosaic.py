@@ -22,7 +22,8 @@ import yaml
 from mcli.api.exceptions import MAPIException
 from mcli.utils.utils_string_functions import MAX_RUN_NAME_LENGTH, validate_rfc1123_name
 
-from harness import logmarkers, platform
+from harness import logmarkers
+from harness import mosaic as platform
 from harness.config import load_config, to_plain
 from harness.errors import UserError
 

@@ -1,0 +1,220 @@
+"""Accelerate big-model inference (`device_map`): naive pipeline parallelism, timed exactly like `hf`.
+
+The model's blocks are spread over devices; accelerate's AlignDevicesHook on each block moves
+activations to that block's device, so one batch runs through the devices one after another
+(only one device works at a time). `run` is the `hf` backend's, on the dispatched model.
+
+Random weights never exist whole on the host: the model is built on the meta device, the device
+map is computed from that, and each mapped block is materialized directly on its device with the
+values of `harness.weights` (the same weights `hf` and `deepspeed` build). Pretrained weights go
+through `from_pretrained(device_map=...)` with the same map.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Dict, List, Optional, Union
+
+from backends.base import BackendOptions, Placement
+from backends.hf import HFBackend, _eos_ids
+from harness import weights
+from harness.config import opt
+from harness.errors import UserError
+
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+HOST_KEYS = ("cpu", "disk")
+Device = Union[int, str]
+
+
+@dataclass
+class AccelerateOptions(BackendOptions):
+    device_map: str = opt(
+        "auto", help="auto | balanced (layers spread evenly over the GPUs; auto is balanced) | balanced_low_0 "
+        "(GPU 0 kept light for generate's own tensors) | sequential (fill GPU 0, then 1, ...)."
+    )
+    max_memory: Optional[Dict[Any, Any]] = opt(
+        None, help="Memory per device for the map, e.g. {0: 20GiB, 1: 20GiB, cpu: 60GiB}; what does not fit the "
+        "GPUs is offloaded to cpu, then disk. Default: what is free on each of num_devices GPUs, and the host's RAM."
+    )
+    num_devices: Optional[int] = opt(
+        None, help="GPUs to spread the model over; default: every visible GPU (1, the host, on a CPU machine)."
+    )
+    offload_folder: Optional[str] = opt(None, help="Folder for layers the map offloads to disk (needed only then).")
+
+    # What the hf backend's run() and memory estimate read: HF generate with SDPA and its dynamic cache, uncompiled.
+    attn_implementation: ClassVar[str] = "sdpa"
+    cache_implementation: ClassVar[str] = "dynamic"
+    compile: ClassVar[bool] = False
+
+    def validate(self, key: str) -> None:
+        if self.device_map not in DEVICE_MAPS:
+            raise UserError(f"{key}.device_map: {self.device_map!r} is not one of {', '.join(DEVICE_MAPS)}")
+        if self.num_devices is not None and self.num_devices < 1:
+            raise UserError(f"{key}.num_devices: must be at least 1, got {self.num_devices}")
+        for device, size in (self.max_memory or {}).items():
+            _check_memory_entry(f"{key}.max_memory.{device}", device, size, self.num_devices)
+
+
+def _check_memory_entry(key: str, device, size, num_devices: Optional[int]) -> None:
+    from accelerate.utils import convert_file_size_to_int
+
+    index = _device_key(device)
+    if isinstance(index, str) and index not in HOST_KEYS:
+        raise UserError(f"{key}: not a device; use a GPU index (0, 1, ...), cpu or disk")
+    if isinstance(index, int) and num_devices is not None and index >= num_devices:
+        raise UserError(f"{key}: GPU {index} is beyond num_devices ({num_devices})")
+    try:
+        convert_file_size_to_int(size)
+    except (ValueError, TypeError):
+        raise UserError(f"{key}: expected bytes or a size like 20GiB, got {size!r}") from None
+
+
+def _device_key(device) -> Device:
+    """YAML gives GPU indices as ints, dotlist overrides may give '0': accelerate wants ints."""
+    return int(device) if isinstance(device, str) and device.isdigit() else device
+
+
+class AccelerateBackend(HFBackend):
+    Options = AccelerateOptions
+    harness_random_weights = True
+
+    @classmethod
+    def resolve_placement(cls, options: AccelerateOptions) -> Placement:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        count = options.num_devices or (torch.cuda.device_count() if device == "cuda" else 1)
+        return Placement(device, num_devices=count)
+
+    def load(self) -> None:
+        from accelerate import dispatch_model
+        from transformers import AutoModelForCausalLM
+
+        kwargs = dict(dtype=self.model.torch_dtype, attn_implementation=self.options.attn_implementation)
+        model = weights.build_empty(self.model.hf_config, **kwargs)
+        self.device_map = plan_device_map(model, self.options, self.placement)
+        offload = dict(offload_dir=self.options.offload_folder, skip_keys=model._skip_keys_device_placement)
+        if self.model.weights == "random":
+            materialize_by_map(model, self.device_map, weights.init_range_of(self.model.hf_config))
+        else:
+            model = AutoModelForCausalLM.from_pretrained(self.model.source, device_map=self.device_map,
+                                                         offload_folder=self.options.offload_folder, **kwargs)
+        if not hooked_blocks(model):
+            # One device (always the case on a CPU): accelerate would just move the model there. Hooks stay on,
+            # so the code that runs here is the code that runs across GPUs.
+            dispatch_model(model, self.device_map, force_hooks=True, **offload)
+        self.net = model.eval().requires_grad_(False)
+        self.eos_ids = _eos_ids(self.model.hf_config)
+        self._configs: Dict[int, object] = {}
+        self._sync = _sync_devices(self.device_map)
+
+    def runtime_info(self) -> Dict[str, object]:
+        import torch
+
+        return {"device": self.placement.device, "num_devices": self.placement.num_devices,
+                "device_map_strategy": self.options.device_map,
+                "device_map": {name: str(device) for name, device in self.device_map.items()},
+                "layers_per_device": layers_per_device(self.net, self.device_map),
+                "hooked_blocks": len(hooked_blocks(self.net)), "torch_threads": torch.get_num_threads(),
+                "attn_implementation": self.options.attn_implementation}
+
+
+def plan_device_map(model, options: AccelerateOptions, placement: Placement) -> Dict[str, Device]:
+    """accelerate's map for the meta model, as `from_pretrained(device_map=...)` would compute it.
+
+    On a CPU accelerate would put the whole model in one entry; the map is split into blocks
+    (decoder layers, embeddings, head) there, so every block gets its own hook as across GPUs.
+    """
+    from accelerate import infer_auto_device_map
+    from accelerate.utils import get_balanced_memory, get_max_memory
+
+    no_split = model._no_split_modules
+    max_memory = _max_memory(options, placement)
+    if options.device_map == "sequential" or placement.device == "cpu":
+        max_memory = get_max_memory(max_memory)
+    else:
+        max_memory = get_balanced_memory(model, max_memory, no_split_module_classes=no_split, dtype=model.dtype,
+                                         low_zero=options.device_map == "balanced_low_0")
+    device_map = dict(infer_auto_device_map(model, max_memory=max_memory, no_split_module_classes=no_split,
+                                            dtype=model.dtype))
+    return split_into_blocks(model, device_map) if placement.device == "cpu" else device_map
+
+
+def _max_memory(options: AccelerateOptions, placement: Placement) -> Optional[Dict[Device, Any]]:
+    """The user's budget, or what is free on the entry's GPUs and the host (accelerate's default uses every GPU)."""
+    from accelerate.utils import get_max_memory
+
+    budget = {_device_key(device): size for device, size in (options.max_memory or {}).items()}
+    if placement.device == "cpu":  # GPU entries of a GPU-sized YAML mean nothing here
+        host = {device: size for device, size in budget.items() if device in HOST_KEYS}
+        return host or {"cpu": get_max_memory()["cpu"]}
+    if budget:
+        return budget
+    free = get_max_memory()
+    return {d: size for d, size in free.items() if d == "cpu" or (isinstance(d, int) and d < placement.num_devices)}
+
+
+def dispatch_blocks(module, no_split: List[str], prefix: str = "") -> List[str]:
+    """The units a device map can place: no-split layers, leaves, and modules holding tensors themselves."""
+    children = list(module.named_children())
+    own = any(True for _ in module.parameters(recurse=False)) or any(True for _ in module.buffers(recurse=False))
+    if not children or own or type(module).__name__ in no_split:
+        return [prefix]
+    return [block for name, child in children
+            for block in dispatch_blocks(child, no_split, f"{prefix}.{name}" if prefix else name)]
+
+
+def split_into_blocks(model, device_map: Dict[str, Device]) -> Dict[str, Device]:
+    blocks = dispatch_blocks(model, model._no_split_modules)
+    split: Dict[str, Device] = {}
+    for name, device in device_map.items():
+        inside = [b for b in blocks if name == "" or b == name or b.startswith(name + ".")]
+        split.update((block, device) for block in (inside or [name]))
+    return split
+
+
+def materialize_by_map(model, device_map: Dict[str, Device], init_range: float) -> None:
+    """Each mapped module straight onto its device; disk-mapped ones on the host, which dispatch then offloads."""
+    done: Dict[int, object] = {}  # shared, so tied weights stay tied across calls
+    for name, device in device_map.items():
+        target = "cpu" if device in HOST_KEYS else f"cuda:{device}" if isinstance(device, int) else device
+        weights.materialize(model.get_submodule(name), target, prefix=name, init_range=init_range, done=done)
+
+
+def hooked_blocks(model) -> List[str]:
+    """Modules carrying accelerate's AlignDevicesHook (possibly inside a SequentialHook)."""
+    from accelerate.hooks import AlignDevicesHook
+
+    names = []
+    for name, module in model.named_modules():
+        hook = getattr(module, "_hf_hook", None)
+        hooks = getattr(hook, "hooks", (hook,))
+        if any(isinstance(h, AlignDevicesHook) for h in hooks):
+            names.append(name)
+    return names
+
+
+def layers_per_device(model, device_map: Dict[str, Device]) -> Dict[str, int]:
+    """No-split layers (decoder layers) on each device, for the manifest."""
+    no_split = set(model._no_split_modules or ())
+    counts: Dict[str, int] = {}
+    for name, module in model.named_modules():
+        if type(module).__name__ in no_split:
+            device = str(_device_of(name, device_map))
+            counts[device] = counts.get(device, 0) + 1
+    return counts
+
+
+def _device_of(name: str, device_map: Dict[str, Device]) -> Device:
+    owners = [key for key in device_map if key == "" or name == key or name.startswith(key + ".")]
+    return device_map[max(owners, key=len)]
+
+
+def _sync_devices(device_map: Dict[str, Device]):
+    """Synchronize every GPU of the map before a stamp: the last token comes from the last one."""
+    import torch
+
+    gpus = sorted({d for d in device_map.values() if isinstance(d, int)})
+    if not gpus:
+        return lambda: None
+    return lambda: [torch.cuda.synchronize(gpu) for gpu in gpus]

@@ -1,0 +1,280 @@
+"""DeepSpeed-Inference tensor parallelism (`deepspeed.init_inference`), timed exactly like `hf`.
+
+The launcher starts this entry as `tp_size` ranks (torchrun); each rank builds the model, DeepSpeed
+shards it (AutoTP: LinearLayer / LinearAllreduce with their all-reduces), and every rank runs the
+same batches with the same inputs, because the collectives need them all. Only rank 0 reports.
+`run` is the `hf` backend's: the engine's `generate` is the HF model's, timed by the same streamer.
+
+Random weights never exist whole on a rank: the model is built on the meta device, AutoTP slices
+the meta tensors (shapes only), DeepSpeed allocates the slices empty on the rank's device, and each
+rank fills just its slices from `harness.weights`, the same values `hf` builds in full.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, ClassVar, Dict, Optional, Tuple
+
+from backends.base import BackendOptions, Placement
+from backends.hf import HFBackend, _eos_ids
+from harness import weights
+from harness.config import DTYPES, opt
+from harness.errors import UserError
+from harness.memory import MemoryEstimate, PeakMemory, estimate_point, process_peak_rss_bytes, usable_cpus
+from harness.models import ModelSpec
+
+# A CPU "device" is a core; two ranks is the smallest real tensor-parallel run (and all a 2-core box holds).
+CPU_DEFAULT_RANKS = 2
+# init_inference keys that duplicate a typed option (DeepSpeed's aliases included): one place per setting.
+OPTION_KEYS = {
+    "tensor_parallel": "tp_size", "tp": "tp_size", "mp_size": "tp_size", "dtype": "dtype",
+    "replace_with_kernel_inject": "replace_with_kernel_inject", "kernel_inject": "replace_with_kernel_inject",
+    "max_tokens": "max_tokens", "max_out_tokens": "max_tokens",
+}
+
+
+@dataclass
+class DeepSpeedOptions(BackendOptions):
+    tp_size: Optional[int] = opt(
+        None, help=f"Tensor-parallel ranks; default: every visible GPU, or {CPU_DEFAULT_RANKS} ranks on the CPU "
+        "(gloo plus DeepSpeed's shared-memory all-reduce)."
+    )
+    dtype: Optional[str] = opt(None, help="bf16 | fp16 | fp32, overriding model.dtype for this entry.")
+    replace_with_kernel_inject: bool = opt(
+        False, help="DeepSpeed's fused inference kernels (CUDA only) instead of AutoTP's sharded HF layers."
+    )
+    max_tokens: Optional[int] = opt(
+        None, help="DeepSpeed's max_tokens (longest input + output); default: the sweep's largest input + output."
+    )
+    init_inference: Dict[str, Any] = opt(factory=dict, help="Passed through to deepspeed.init_inference.")
+
+    # What HFBackend.run's generation config reads: DeepSpeed runs HF generate with its dynamic cache, uncompiled.
+    cache_implementation: ClassVar[str] = "dynamic"
+    compile: ClassVar[bool] = False
+
+    def validate(self, key: str) -> None:
+        for name in ("tp_size", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UserError(f"{key}.{name}: must be at least 1, got {value}")
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise UserError(f"{key}.dtype: {self.dtype!r} is not one of {', '.join(DTYPES)}")
+        for arg in self.init_inference:
+            if arg in OPTION_KEYS:
+                raise UserError(f"{key}.init_inference.{arg}: duplicates {key}.{OPTION_KEYS[arg]}; set it there")
+
+
+def entry_model(options: DeepSpeedOptions, model: ModelSpec) -> ModelSpec:
+    """The model as this entry runs it: `dtype` overrides the sweep's."""
+    return dataclasses.replace(model, dtype=options.dtype) if options.dtype else model
+
+
+class DeepSpeedBackend(HFBackend):
+    Options = DeepSpeedOptions
+    distributed = True
+    harness_random_weights = True
+
+    def __init__(self, options: DeepSpeedOptions, model: ModelSpec, shape):
+        super().__init__(options, entry_model(options, model), shape)
+        if self.placement.device == "cuda":
+            self.peak_memory = RankDevicePeak()
+
+    @classmethod
+    def resolve_placement(cls, options: DeepSpeedOptions) -> Placement:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        ranks = options.tp_size or (torch.cuda.device_count() if device == "cuda" else CPU_DEFAULT_RANKS)
+        return Placement(device, num_devices=ranks, tp_size=ranks)
+
+    @classmethod
+    def launch_env(cls, options: DeepSpeedOptions, placement: Placement) -> Dict[str, str]:
+        # DeepSpeed's shared-memory all-reduce sizes itself from LOCAL_SIZE, which only the `deepspeed`
+        # launcher sets; under torchrun it segfaults without it.
+        env = {"LOCAL_SIZE": str(placement.tp_size)}
+        if placement.device == "cuda":
+            return {**env, "DS_ACCELERATOR": "cuda"}
+        env["DS_ACCELERATOR"] = "cpu"
+        if "OMP_NUM_THREADS" not in os.environ:  # torchrun would pin every rank to 1 thread; share the cores instead
+            env["OMP_NUM_THREADS"] = str(max(1, usable_cpus() // placement.tp_size))
+        return env
+
+    @classmethod
+    def estimate_memory(cls, options: DeepSpeedOptions, model: ModelSpec, batch_size: int, input_length: int,
+                        output_length: int) -> MemoryEstimate:
+        """All ranks together: the sharded model once, plus what AutoTP replicates on every rank.
+
+        Embeddings are not sharded, and each rank computes full-width hidden states and logits.
+        """
+        model = entry_model(options, model)
+        ranks = cls.resolve_placement(options).tp_size
+        e = estimate_point(model, batch_size, input_length, output_length)
+        c = model.hf_config
+        embeddings = c.vocab_size * c.hidden_size * model.dtype_bytes
+        return MemoryEstimate(e.weights_bytes + (ranks - 1) * embeddings, e.kv_cache_bytes,
+                              e.activation_bytes * ranks)
+
+    def load(self) -> None:
+        import deepspeed
+
+        if self.options.replace_with_kernel_inject and self.placement.device != "cuda":
+            raise RuntimeError("replace_with_kernel_inject needs DeepSpeed's CUDA kernels; this entry runs on the CPU")
+        rss_before_load = process_rss_bytes()
+        model, sharded_random = self._build_model()
+        buffers = {name: buf.clone() for name, buf in model.named_buffers()}
+        full_shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
+        self.engine = deepspeed.init_inference(model, **self._init_kwargs())
+        if sharded_random:
+            fill_random_shards(self.engine.module, full_shapes, weights.init_range_of(self.model.hf_config))
+            restore_buffers(self.engine.module, buffers)
+        self.net = self.engine
+        self.eos_ids = _eos_ids(self.model.hf_config)
+        self._configs: Dict[int, object] = {}
+        self._sync = _device_sync(self.placement.device)
+        # Peak RSS up to here (the runner resets it per point, so the load's peak is only seen now).
+        self.load_rss_bytes = _gather_from_ranks((rss_before_load, process_peak_rss_bytes(os.getpid())))
+
+    def _build_model(self) -> Tuple[object, bool]:
+        """The HF model to hand to DeepSpeed, and whether its random weights are still to be filled per shard."""
+        from transformers import AutoModelForCausalLM
+
+        kwargs = dict(dtype=self.model.torch_dtype, attn_implementation="sdpa")
+        if self.model.weights == "pretrained":
+            # DeepSpeed's AutoTP path: every rank loads the checkpoint on the host, then keeps its shard.
+            return AutoModelForCausalLM.from_pretrained(self.model.source, **kwargs), False
+        model = weights.build_empty(self.model.hf_config, **kwargs)
+        if self.options.replace_with_kernel_inject:
+            # Kernel injection copies real tensors into its own modules: the whole model per rank, on the host.
+            weights.materialize(model, "cpu", init_range=weights.init_range_of(self.model.hf_config))
+            return model, False
+        return model, True
+
+    def _init_kwargs(self) -> Dict[str, Any]:
+        o = self.options
+        kwargs = dict(tensor_parallel={"tp_size": self.placement.tp_size}, dtype=self.model.torch_dtype,
+                      replace_with_kernel_inject=o.replace_with_kernel_inject,
+                      max_tokens=o.max_tokens or self.shape.max_tokens)
+        return {**kwargs, **o.init_inference}
+
+    def cannot_run(self, batch_size: int, input_length: int, output_length: int) -> Optional[str]:
+        limit = self.options.max_tokens or self.shape.max_tokens
+        if input_length + output_length > limit:
+            return f"input + output = {input_length + output_length} tokens exceeds DeepSpeed's max_tokens ({limit})"
+        return None
+
+    def runtime_info(self) -> Dict[str, object]:
+        import torch
+        import torch.distributed as dist
+
+        info = {"device": self.placement.device, "tp_size": self.placement.tp_size, "dtype": self.model.dtype,
+                "replace_with_kernel_inject": self.options.replace_with_kernel_inject,
+                "max_tokens": self.options.max_tokens or self.shape.max_tokens,
+                "comm_backend": dist.get_backend() if dist.is_initialized() else None,
+                "torch_threads": torch.get_num_threads(), "tp_layers": tp_layer_counts(self.engine.module),
+                "shm_allreduce": _shm_allreduce_active(),
+                "rss_before_load_bytes_per_rank": [before for before, _ in self.load_rss_bytes],
+                "load_peak_rss_bytes_per_rank": [peak for _, peak in self.load_rss_bytes],
+                "peak_memory_bytes_is": "rank 0's (each rank holds one shard)"}
+        if self.placement.device == "cpu":
+            info["cpu_threads_per_rank"] = os.environ.get("OMP_NUM_THREADS")
+        return info
+
+    def close(self) -> None:
+        del self.engine
+        super().close()
+
+
+class RankDevicePeak(PeakMemory):
+    """This rank's GPU allocator peak. The base class visits every visible GPU, which from each of 8 ranks
+    would touch all 8 devices; a rank only allocates on its own."""
+
+    def __init__(self):
+        super().__init__("cuda")
+
+    def reset(self) -> None:
+        import torch
+
+        torch.cuda.reset_peak_memory_stats(torch.cuda.current_device())
+
+    def read(self) -> int:
+        import torch
+
+        return torch.cuda.max_memory_allocated(torch.cuda.current_device())
+
+
+def fill_random_shards(module, full_shapes: Dict[str, tuple], init_range: float) -> None:
+    """Fill every parameter (an AutoTP slice or a replicated tensor) with its values from `harness.weights`."""
+    for mod_name, sub in module.named_modules():
+        for key, param in sub.named_parameters(recurse=False):
+            name = f"{mod_name}.{key}" if mod_name else key
+            full_shape, dim, start = _slice_of(sub, key, param)
+            if full_shape != full_shapes.get(name, full_shape):
+                raise RuntimeError(f"random weights: {name} was resized by DeepSpeed in a way this backend cannot "
+                                   "fill; use model.weights: pretrained")
+            weights.fill_(param.data, name, full_shape, dim, start, init_range=init_range)
+
+
+def _slice_of(module, key: str, param) -> Tuple[tuple, int, int]:
+    """(full shape, sharded dim, first index) of one parameter after AutoTP; (shape, 0, 0) when replicated."""
+    from deepspeed.module_inject.layers import LinearAllreduce, LinearLayer, LmHeadLinearAllreduce, TensorParallel_Layer
+
+    kind = type(module)
+    if kind not in (LinearLayer, LinearAllreduce, LmHeadLinearAllreduce):
+        if isinstance(module, TensorParallel_Layer):  # fused QKV, packed gate/up: strided layouts
+            raise RuntimeError(f"random weights: AutoTP layer {kind.__name__} is not supported; "
+                               "use model.weights: pretrained")
+        return tuple(param.shape), 0, 0
+    start = sum(module._partition_sizes[:module.tp_index])
+    if kind is LinearLayer:  # column parallel: output features (weight rows and bias) are split
+        return (module._orig_weight_shape if key == "weight" else module._orig_bias_shape), 0, start
+    if key == "bias":  # row parallel: the bias is added once, after the all-reduce, on every rank
+        return tuple(param.shape), 0, 0
+    return module._orig_weight_shape, 1, start
+
+
+def restore_buffers(module, buffers: Dict[str, object]) -> None:
+    """DeepSpeed allocates a meta model with `to_empty`, which also blanks real buffers (rotary inv_freq)."""
+    for name, value in buffers.items():
+        owner, _, key = name.rpartition(".")
+        sub = module.get_submodule(owner)
+        sub._buffers[key] = value.to(sub._buffers[key].device)
+
+
+def tp_layer_counts(module) -> Dict[str, int]:
+    """How many layers of each AutoTP kind the model ended with: proof the shards are DeepSpeed's."""
+    counts: Dict[str, int] = {}
+    for sub in module.modules():
+        if type(sub).__module__.startswith("deepspeed."):
+            counts[type(sub).__name__] = counts.get(type(sub).__name__, 0) + 1
+    return counts
+
+
+def _device_sync(device: str):
+    import torch
+
+    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+
+def process_rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _shm_allreduce_active() -> bool:
+    """Whether DeepSpeed's shared-memory all-reduce kernel (CPU) was built and loaded."""
+    from deepspeed.comm import comm
+
+    return getattr(getattr(comm, "cdb", None), "shm_comm_op", None) is not None
+
+
+def _gather_from_ranks(value) -> list:
+    """Every rank's `value`, in rank order (a collective: all ranks call it at the same point of `load`)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return [value]
+    values = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return values

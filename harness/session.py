@@ -1,0 +1,149 @@
+"""One sweep, start to finish: manifest, one worker per backend entry, rows as they come, summary, charts.
+
+The parent process owns every file of the results folder; workers only send records back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable, List, Optional
+
+from harness import logmarkers
+from harness.config import SweepConfig, to_plain
+from harness.console import SweepProgress, console, print_summary, warn_unavailable
+from harness.crosscheck import TokenCrossCheck
+from harness.errors import UserError
+from harness.launcher import run_in_worker
+from harness.manifest import build_manifest, hardware_label, now_iso
+from harness.models import ModelSpec
+from harness.records import PointResult, RunContext, point_key
+from harness.runner import EntryRunner, RunEvents
+from harness.sweep import EntryPlan
+from harness.worker import WorkerJob
+from harness.writers import ResultsDir, read_rows, result_row
+
+# Keys whose change makes earlier rows incomparable with new ones.
+RESUME_KEYS = ("benchmark_name", "model", "num_batches", "num_warmup_batches", "seed")
+
+
+@dataclasses.dataclass
+class SweepOptions:
+    argv: List[str]
+    plots: bool = True
+    log_markers: bool = False  # also print every row into stdout, for runs whose log is all that comes back
+
+
+def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:
+    """Refuse to mix rows measured under a different model, seed or batch count into one folder."""
+    if not previous:
+        return
+    now = to_plain(config)
+    for key in RESUME_KEYS:
+        if previous["config"].get(key) != now[key]:
+            raise UserError(f"--resume: {path} was measured with {key}={previous['config'].get(key)!r}, "
+                            f"this config has {now[key]!r}; use a new --output-dir")
+
+
+def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out: ResultsDir, done: set,
+              previous: dict, options: SweepOptions) -> int:
+    manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(model),
+                              [_entry_info(p) for p in plans])
+    if previous:
+        manifest["previous_runs"] = previous.pop("previous_runs", []) + [previous]
+    out.write_manifest(manifest)
+    markers = LogMarkers(out) if options.log_markers else None
+    warn_unavailable(plans)
+    statuses, interrupted = [], False
+    crosscheck = TokenCrossCheck(plans, model.weights, out.path / "tokens.jsonl")
+    todo = sum(point_key(p.label, pp.point) not in done for p in plans for pp in p.points)
+    with SweepProgress(todo) as progress:
+        def emit(result: PointResult) -> None:
+            crosscheck.annotate(result)
+            out.write_point(result)
+            statuses.append(result.status)
+            progress.point_done(result_row(result))
+            if markers:
+                markers.rows()
+
+        try:
+            for plan, entry in zip(plans, manifest["backends"]):
+                entry["runtime"] = run_entry(plan, model, config, done, emit, out)
+                out.write_manifest(manifest)
+        except KeyboardInterrupt:
+            interrupted = True
+    manifest.update(end_time=now_iso(), interrupted=interrupted)
+    out.write_manifest(manifest)
+    _finish(out, options, markers)
+    if interrupted:
+        console.print("Interrupted: finished points are saved; rerun with --resume --output-dir to complete.")
+        return 130
+    return 1 if "error" in statuses else 0
+
+
+def _finish(out: ResultsDir, options: SweepOptions, markers: Optional["LogMarkers"]) -> None:
+    print_summary(read_rows(out.results_csv))
+    console.print(f"Results in {out.path}/ (results.csv, samples.csv, manifest.json)")
+    if options.plots:
+        draw_charts(out.path)
+    if markers:
+        markers.files()
+
+
+def draw_charts(folder: Path) -> None:
+    """Charts and report.md into the results folder; a sweep with nothing to plot only warns."""
+    from plots import PlotError, make_report  # matplotlib costs a second: only when drawing
+
+    try:
+        report = make_report([folder], folder / "plots")
+    except PlotError as e:
+        console.print(f"warning: no charts: {e}", style="yellow")
+        return
+    console.print(f"Charts and report in {report.parent}/ (open {report.name})")
+
+
+class LogMarkers:
+    """Rows and files printed between markers, so `--collect` can rebuild results from a run's log alone."""
+
+    def __init__(self, out: ResultsDir):
+        self.out = out
+        self.tails = [logmarkers.CsvTail(out.samples_csv), logmarkers.CsvTail(out.results_csv)]
+        logmarkers.write(logmarkers.emit_path(out.manifest_json))
+
+    def rows(self) -> None:
+        for tail in self.tails:
+            logmarkers.write(tail.emit_new())
+
+    def files(self) -> None:
+        for path in (self.out.results_csv, self.out.samples_csv, self.out.manifest_json):
+            if path.exists():
+                logmarkers.write(logmarkers.emit_path(path))
+
+
+def run_entry(plan: EntryPlan, model: ModelSpec, config: SweepConfig, done: set,
+              emit: Callable[[PointResult], None], out: ResultsDir) -> dict:
+    """In a worker process when there is something to run; in-process when every point is skipped anyway."""
+    context = run_context(config, model, plan)
+    runnable = [pp for pp in plan.points if pp.skip_reason is None and point_key(plan.label, pp.point) not in done]
+    if not runnable:
+        EntryRunner(plan, model, config, context, RunEvents(emit)).run(done)
+        return {}
+    job = WorkerJob(plan, model, config, context, done, socket_path="")
+    return run_in_worker(job, emit, out.path / "logs" / f"{plan.label}.log", config.load_timeout_s,
+                         config.point_timeout_s)
+
+
+def run_context(config: SweepConfig, model: ModelSpec, plan: EntryPlan) -> RunContext:
+    placement = plan.placement
+    return RunContext(config.benchmark_name, plan.label, model.name, model.dtype, hardware_label(placement.device),
+                      placement.num_devices, placement.tp_size)
+
+
+def _model_info(model: ModelSpec) -> dict:
+    return {"name": model.name, "source": model.source, "weights": model.weights, "dtype": model.dtype,
+            "num_params": model.num_params, "config": model.hf_config.to_diff_dict()}
+
+
+def _entry_info(plan: EntryPlan) -> dict:
+    return {"label": plan.label, "options": dataclasses.asdict(plan.options),
+            "placement": dataclasses.asdict(plan.placement), "memory_budget_bytes": plan.budget_bytes}
