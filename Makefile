@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo test overhead clean
+.PHONY: setup demo test overhead agree-vllm clean
 
 setup: $(READY)
 
@@ -23,3 +23,7 @@ overhead: setup
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+# Harness latency over vLLM's own latency benchmark, same shapes, alternated (target 1.00 +/- 0.05).
+agree-vllm: setup
+	$(PY) benchmarks/agree_vllm.py

