@@ -50,7 +50,7 @@ def main() -> None:
     for i in range(args.rounds + 2):
         prompts = make_prompts(allowed, 0, args.batch_size, args.input_length, args.output_length, "timed", i)
         spec = BatchSpec(prompts, args.output_length)
-        pair = [lambda: backend.run(spec).latency_ms, lambda: bare_generate_ms(backend, spec)]
+        pair = [lambda s=spec: backend.run(s).latency_ms, lambda s=spec: bare_generate_ms(backend, s)]
         first, second = (pair if i % 2 == 0 else pair[::-1])
         a, b = first(), second()
         if i < 2:

@@ -74,7 +74,7 @@ class SweepConfig:
 
 def load_config(path: str | Path, overrides: List[str]) -> SweepConfig:
     """Read a sweep YAML, apply dotlist overrides, check shape and values."""
-    raw = _read_yaml(Path(path))
+    raw = read_yaml_mapping(Path(path))
     for item in overrides:
         _apply_override(raw, item)
     config = to_dataclass(SweepConfig, raw)
@@ -100,11 +100,12 @@ def to_dataclass(schema: type, raw: Any, prefix: str = "") -> Any:
         raise _translate(e, schema, prefix) from None
 
 
-def _read_yaml(path: Path) -> dict:
+def read_yaml_mapping(path: Path, kind: str = "config", contents: str = "keys at the top level") -> dict:
+    """A YAML file that must hold a mapping; every failure is one UserError line naming the file."""
     try:
         text = path.read_text()
     except OSError as e:
-        raise UserError(f"{path}: cannot read config ({e.strerror})") from None
+        raise UserError(f"{path}: cannot read {kind} ({e.strerror})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -112,7 +113,7 @@ def _read_yaml(path: Path) -> dict:
         where = f" at line {mark.line + 1}" if mark else ""
         raise UserError(f"{path}: not valid YAML{where}") from None
     if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a mapping of keys at the top level, got {_show(data)}")
+        raise UserError(f"{path}: expected a mapping of {contents}, got {_show(data)}")
     return data
 
 

@@ -21,9 +21,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Sequence, get_type_hints
 
-import yaml
-
 from harness import logmarkers
+from harness.config import read_yaml_mapping
 from harness.errors import UserError
 
 if TYPE_CHECKING:
@@ -91,18 +90,7 @@ def load_template(path: Path) -> Dict[str, Any]:
 
 
 def _read_template(path: Path) -> Dict[str, Any]:
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise UserError(f"{path}: cannot read mcli template ({e.strerror})") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise UserError(f"{path}: not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"{path}: expected a mapping of run fields (name, image, compute, command, ...)")
-    return raw
+    return read_yaml_mapping(path, "mcli template", "run fields (name, image, compute, command, ...)")
 
 
 def check_template(raw: Dict[str, Any], path: Path) -> None:
