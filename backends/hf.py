@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Tuple
 
+from transformers.generation.streamers import BaseStreamer
+
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
 from harness import weights
 from harness.config import opt
@@ -39,7 +41,7 @@ class HFOptions(BackendOptions):
             raise UserError(f"{key}.compile: true needs {key}.cache_implementation: static")
 
 
-class StepClock:
+class StepClock(BaseStreamer):
     """A streamer that stamps the host clock as each decoding step hands its tokens over.
 
     `generate` calls `put` once with the prompt, then once per step with one new token
