@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, List, Optional, Union
 
 from backends.base import BackendOptions, Placement
-from backends.hf import HFBackend, _eos_ids
+from backends.hf import DEVICES, HFBackend, _eos_ids, resolve_device
 from harness import weights
 from harness.config import opt
 from harness.errors import UserError
@@ -28,6 +28,7 @@ Device = Union[int, str]
 
 @dataclass
 class AccelerateOptions(BackendOptions):
+    device: str = opt("auto", help="auto (cuda when present, else cpu) | cpu | cuda.")
     device_map: str = opt(
         "auto", help="auto | balanced (layers spread evenly over the GPUs; auto is balanced) | balanced_low_0 "
         "(GPU 0 kept light for generate's own tensors) | sequential (fill GPU 0, then 1, ...)."
@@ -47,6 +48,8 @@ class AccelerateOptions(BackendOptions):
     compile: ClassVar[bool] = False
 
     def validate(self, key: str) -> None:
+        if self.device not in DEVICES:
+            raise UserError(f"{key}.device: {self.device!r} is not one of {', '.join(DEVICES)}")
         if self.device_map not in DEVICE_MAPS:
             raise UserError(f"{key}.device_map: {self.device_map!r} is not one of {', '.join(DEVICE_MAPS)}")
         if self.num_devices is not None and self.num_devices < 1:
@@ -82,7 +85,7 @@ class AccelerateBackend(HFBackend):
     def resolve_placement(cls, options: AccelerateOptions) -> Placement:
         import torch
 
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = resolve_device(options.device)
         count = options.num_devices or (torch.cuda.device_count() if device == "cuda" else 1)
         return Placement(device, num_devices=count)
 
@@ -99,9 +102,9 @@ class AccelerateBackend(HFBackend):
         else:
             model = AutoModelForCausalLM.from_pretrained(self.model.source, device_map=self.device_map,
                                                          offload_folder=self.options.offload_folder, **kwargs)
-        if not hooked_blocks(model):
-            # One device (always the case on a CPU): accelerate would just move the model there. Hooks stay on,
-            # so the code that runs here is the code that runs across GPUs.
+        if not hooked_blocks(model):  # random weights, or a one-device map that from_pretrained only moved
+            # force_hooks: on one device (always so on a CPU) accelerate would just move the model; hooks stay
+            # on, so the code measured here is the code that runs across GPUs.
             dispatch_model(model, self.device_map, force_hooks=True, **offload)
         self.net = model.eval().requires_grad_(False)
         self.eos_ids = _eos_ids(self.model.hf_config)

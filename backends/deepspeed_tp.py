@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
 from backends.base import BackendOptions, Placement
-from backends.hf import HFBackend, _eos_ids
+from backends.hf import DEVICES, HFBackend, _eos_ids, resolve_device
 from harness import weights
 from harness.config import DTYPES, opt
 from harness.errors import UserError
@@ -37,6 +37,7 @@ OPTION_KEYS = {
 
 @dataclass
 class DeepSpeedOptions(BackendOptions):
+    device: str = opt("auto", help="auto (cuda when present, else cpu) | cpu | cuda.")
     tp_size: Optional[int] = opt(
         None, help=f"Tensor-parallel ranks; default: every visible GPU, or {CPU_DEFAULT_RANKS} ranks on the CPU "
         "(gloo plus DeepSpeed's shared-memory all-reduce)."
@@ -55,6 +56,8 @@ class DeepSpeedOptions(BackendOptions):
     compile: ClassVar[bool] = False
 
     def validate(self, key: str) -> None:
+        if self.device not in DEVICES:
+            raise UserError(f"{key}.device: {self.device!r} is not one of {', '.join(DEVICES)}")
         for name in ("tp_size", "max_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -85,7 +88,7 @@ class DeepSpeedBackend(HFBackend):
     def resolve_placement(cls, options: DeepSpeedOptions) -> Placement:
         import torch
 
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = resolve_device(options.device)
         ranks = options.tp_size or (torch.cuda.device_count() if device == "cuda" else CPU_DEFAULT_RANKS)
         return Placement(device, num_devices=ranks, tp_size=ranks)
 
@@ -124,12 +127,14 @@ class DeepSpeedBackend(HFBackend):
         rss_before_load = process_rss_bytes()
         model, sharded_random = self._build_model()
         buffers = {name: buf.clone() for name, buf in model.named_buffers()}
-        full_shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
+        full_shapes = {name: tuple(p.shape) for name, p in model.named_parameters(remove_duplicate=False)}
+        names = canonical_names(model)  # AutoTP unties a tied lm_head; its values must stay the embedding's
+        # AutoTP slices the meta tensors (shapes only); the engine then allocates the slices, empty.
         self.engine = deepspeed.init_inference(model, **self._init_kwargs())
         if sharded_random:
-            fill_random_shards(self.engine.module, full_shapes, weights.init_range_of(self.model.hf_config))
+            fill_random_shards(self.engine.module, full_shapes, names, weights.init_range_of(self.model.hf_config))
             restore_buffers(self.engine.module, buffers)
-        self.net = self.engine
+        self.net = self.engine  # HFBackend.run calls self.net.generate: DeepSpeed's, which runs the HF model's
         self.eos_ids = _eos_ids(self.model.hf_config)
         self._configs: Dict[int, object] = {}
         self._sync = _device_sync(self.placement.device)
@@ -204,7 +209,13 @@ class RankDevicePeak(PeakMemory):
         return torch.cuda.max_memory_allocated(torch.cuda.current_device())
 
 
-def fill_random_shards(module, full_shapes: Dict[str, tuple], init_range: float) -> None:
+def canonical_names(model) -> Dict[str, str]:
+    """Every parameter name -> the name its values are drawn under: the first one, as hf's build sees it."""
+    first: Dict[int, str] = {}
+    return {name: first.setdefault(id(p), name) for name, p in model.named_parameters(remove_duplicate=False)}
+
+
+def fill_random_shards(module, full_shapes: Dict[str, tuple], names: Dict[str, str], init_range: float) -> None:
     """Fill every parameter (an AutoTP slice or a replicated tensor) with its values from `harness.weights`."""
     for mod_name, sub in module.named_modules():
         for key, param in sub.named_parameters(recurse=False):
@@ -213,7 +224,7 @@ def fill_random_shards(module, full_shapes: Dict[str, tuple], init_range: float)
             if full_shape != full_shapes.get(name, full_shape):
                 raise RuntimeError(f"random weights: {name} was resized by DeepSpeed in a way this backend cannot "
                                    "fill; use model.weights: pretrained")
-            weights.fill_(param.data, name, full_shape, dim, start, init_range=init_range)
+            weights.fill_(param.data, names.get(name, name), full_shape, dim, start, init_range=init_range)
 
 
 def _slice_of(module, key: str, param) -> Tuple[tuple, int, int]:

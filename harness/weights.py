@@ -154,7 +154,8 @@ def materialize(module, device, *, prefix: str = "", seed: int = WEIGHTS_SEED, i
             if id(param) not in done:
                 name = f"{mod_name}.{key}" if mod_name else key
                 value = full_tensor(name, param.shape, param.dtype, seed=seed, init_range=init_range, device=device)
-                done[id(param)] = (param, torch.nn.Parameter(value, requires_grad=False))  # keeps `param` alive: ids stay unique
+                # Keeping `param` alive keeps its id unique while `done` is in use.
+                done[id(param)] = (param, torch.nn.Parameter(value, requires_grad=False))
             sub._parameters[key] = done[id(param)][1]
         for key, buf in list(sub._buffers.items()):
             if buf is not None and not buf.is_meta:

@@ -1,0 +1,141 @@
+"""Accelerate `device_map` backend on the CPU: hooks on every block, the CSV contract, machine fit, bad options."""
+
+import csv
+import json
+
+import pytest
+import torch
+
+from backends.accelerate_pp import AccelerateBackend, AccelerateOptions, hooked_blocks
+from harness.config import ModelConfig
+from harness.errors import UserError
+from harness.memory import usable_cpus
+from harness.models import resolve_model
+from harness.sweep import SweepShape
+from harness.timing import BatchSpec
+from harness.writers import RESULT_COLUMNS
+from tests.conftest import run_benchmark
+from tests.test_hf_e2e import REQUIRED
+
+BLOCKS = ["model.embed_tokens", "model.layers.0", "model.layers.1", "model.norm", "model.rotary_emb", "lm_head"]
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def assert_csv_contract(out, backend: str, points: int, num_batches: int, num_devices: int, tp_size: int):
+    """What test_hf_e2e checks for `hf`, for any backend: columns, context, invariants, one sample per batch."""
+    results = rows(out / "results.csv")
+    assert list(results[0].keys()) == RESULT_COLUMNS and set(REQUIRED) <= set(RESULT_COLUMNS)
+    mine = [r for r in results if r["backend"] == backend]
+    assert len(mine) == points
+    for r in mine:
+        assert r["status"] == "ok", r["error"]
+        assert (r["num_devices"], r["tp_size"], int(r["num_batches"])) == (str(num_devices), str(tp_size), num_batches)
+        assert int(r["peak_memory_bytes"]) > 0 and float(r["load_time_s"]) > 0
+        bs, n = int(r["batch_size"]), int(r["output_length"])
+        latency, ttft = float(r["latency_ms_mean"]), float(r["ttft_ms_mean"])
+        assert 0 < ttft <= latency
+        assert float(r["throughput_tokens_per_s"]) == pytest.approx(bs * n / latency * 1000, rel=0.01)
+        if n > 1:
+            assert latency == pytest.approx(ttft + (n - 1) * float(r["tpot_ms_mean"]), rel=0.05)
+        else:
+            assert r["tpot_ms_mean"] == ""
+    samples = [s for s in rows(out / "samples.csv") if s["backend"] == backend]
+    assert len(samples) == points * num_batches
+    assert all(int(s["min_output_tokens"]) == int(s["output_length"]) for s in samples)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
+
+
+def load(model, **options):
+    backend = AccelerateBackend(AccelerateOptions(name="accelerate", device="cpu", **options), model,
+                                SweepShape(4, 64, 16))
+    backend.load()
+    return backend
+
+
+def test_every_block_is_dispatched_with_hooks_on_the_cpu(tiny):
+    backend = load(tiny)
+    info = backend.runtime_info()
+    assert list(backend.device_map) == BLOCKS and set(backend.device_map.values()) == {"cpu"}
+    assert info["layers_per_device"] == {"cpu": 2} and info["num_devices"] == 1
+    hooked = hooked_blocks(backend.net)
+    assert "" in hooked and set(BLOCKS) <= set(hooked)  # the root (io_same_device) and every mapped block
+    assert type(backend.net.model.layers[0]._hf_hook).__name__ == "AlignDevicesHook"
+    assert not any(p.is_meta for p in backend.net.parameters())
+
+
+def test_pretrained_weights_load_through_the_same_map(tiny, tmp_path):
+    folder = tmp_path / "tiny"
+    load(tiny).net.save_pretrained(folder)
+    pretrained = resolve_model(ModelConfig(name_or_path=str(folder), weights="pretrained", dtype="fp32"))
+    backend = load(pretrained)
+    assert list(backend.device_map) == BLOCKS and "model.layers.1" in hooked_blocks(backend.net)
+    random = load(tiny)
+    name = "model.layers.1.mlp.up_proj.weight"
+    assert torch.equal(backend.net.get_parameter(name), random.net.get_parameter(name))
+
+
+def test_what_does_not_fit_max_memory_is_offloaded_to_disk(tiny, tmp_path):
+    backend = load(tiny, max_memory={"cpu": "20MB"}, offload_folder=str(tmp_path))
+    assert "disk" in backend.device_map.values() and any(tmp_path.iterdir())
+    reference = load(tiny)
+    batch = BatchSpec([[5] * 16, [7] * 16], 4)
+    assert backend.run(batch).token_ids == reference.run(batch).token_ids
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"device": "tpu"}, "backends[0].device: 'tpu' is not one of auto, cpu, cuda"),
+    ({"device_map": "spread"}, "backends[0].device_map: 'spread' is not one of auto, balanced, balanced_low_0, "
+                               "sequential"),
+    ({"num_devices": 0}, "backends[0].num_devices: must be at least 1, got 0"),
+    ({"max_memory": {"gpu": "1GiB"}}, "backends[0].max_memory.gpu: not a device; use a GPU index (0, 1, ...), "
+                                      "cpu or disk"),
+    ({"max_memory": {0: "lots"}}, "backends[0].max_memory.0: expected bytes or a size like 20GiB, got 'lots'"),
+    ({"num_devices": 2, "max_memory": {2: "1GiB"}}, "backends[0].max_memory.2: GPU 2 is beyond num_devices (2)"),
+])
+def test_bad_options_name_the_key(options, message):
+    with pytest.raises(UserError) as e:
+        AccelerateOptions(name="accelerate", **options).validate("backends[0]")
+    assert str(e.value) == message
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("accelerate")
+    yaml = tmp / "tiny.yaml"
+    yaml.write_text(
+        "benchmark_name: tiny\n"
+        "model: {preset: tiny-llama, weights: random, dtype: fp32}\n"
+        "backends: [{name: accelerate, device: cpu, max_memory: {0: 20GiB, cpu: 4GiB}}, "
+        "{name: accelerate, label: acc-64, device: cpu, num_devices: 64}]\n"
+        "batch_sizes: [1, 4]\ninput_lengths: [16, 64]\noutput_lengths: [1, 8]\n"
+        "num_batches: 2\nnum_warmup_batches: 1\n"
+    )
+    out = tmp / "out"
+    return yaml, run_benchmark(yaml, "--output-dir", out, "--no-plots"), out
+
+
+def test_end_to_end_csv_contract(sweep):
+    _, proc, out = sweep
+    assert proc.returncode == 0, proc.stderr
+    assert_csv_contract(out, "accelerate", points=8, num_batches=2, num_devices=1, tp_size=1)
+    runtime = json.loads((out / "manifest.json").read_text())["backends"][0]["runtime"]
+    assert runtime["device_map"] == dict.fromkeys(BLOCKS, "cpu") and runtime["layers_per_device"] == {"cpu": 2}
+
+
+def test_an_entry_needing_more_devices_is_skipped_with_both_numbers(sweep):
+    yaml, proc, out = sweep
+    skipped = [r for r in rows(out / "results.csv") if r["backend"] == "acc-64"]
+    assert len(skipped) == 8 and {r["status"] for r in skipped} == {"skipped"}
+    assert {r["error"] for r in skipped} == {f"needs 64 CPU cores, this machine has {usable_cpus()}"}
+    assert {r["num_devices"] for r in skipped} == {"64"}
+    assert "warning: backend acc-64: needs 64" in proc.stdout.replace("\n", " ")
+    dry = run_benchmark(yaml, "--dry-run", timeout=120)
+    assert dry.returncode == 0 and "needs 64" in dry.stdout
