@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
-from backends.base import BackendOptions, Placement
-from backends.hf import DEVICES, HFBackend, _eos_ids, resolve_device
+from backends.base import DEVICES, BackendOptions, Placement, resolve_device
+from backends.hf import HFBackend, _eos_ids
 from harness import weights
 from harness.config import DTYPES, opt
 from harness.errors import UserError
