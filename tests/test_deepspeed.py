@@ -76,7 +76,7 @@ def test_end_to_end_with_two_ranks(sweep):
 
 
 @pytest.mark.parametrize("kind,overrides,reason", [
-    ("segv", [], "worker died"),
+    ("segv", [], "worker died (rank 1: SIGSEGV)"),
     ("hang", ["point_timeout_s=15"], "worker timed out after 15 s (point_timeout_s)"),
 ])
 def test_a_failing_rank_ends_the_entry_in_error_rows_and_leaves_no_process(tmp_path, kind, overrides, reason):
