@@ -1,6 +1,5 @@
 """Accelerate `device_map` backend on the CPU: hooks on every block, the CSV contract, machine fit, bad options."""
 
-import csv
 import json
 
 import pytest
@@ -13,39 +12,10 @@ from harness.memory import usable_cpus
 from harness.models import resolve_model
 from harness.sweep import SweepShape
 from harness.timing import BatchSpec
-from harness.writers import RESULT_COLUMNS
 from tests.conftest import run_benchmark
-from tests.test_hf_e2e import REQUIRED
+from tests.contract import assert_csv_contract, rows
 
 BLOCKS = ["model.embed_tokens", "model.layers.0", "model.layers.1", "model.norm", "model.rotary_emb", "lm_head"]
-
-
-def rows(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def assert_csv_contract(out, backend: str, points: int, num_batches: int, num_devices: int, tp_size: int):
-    """What test_hf_e2e checks for `hf`, for any backend: columns, context, invariants, one sample per batch."""
-    results = rows(out / "results.csv")
-    assert list(results[0].keys()) == RESULT_COLUMNS and set(REQUIRED) <= set(RESULT_COLUMNS)
-    mine = [r for r in results if r["backend"] == backend]
-    assert len(mine) == points
-    for r in mine:
-        assert r["status"] == "ok", r["error"]
-        assert (r["num_devices"], r["tp_size"], int(r["num_batches"])) == (str(num_devices), str(tp_size), num_batches)
-        assert int(r["peak_memory_bytes"]) > 0 and float(r["load_time_s"]) > 0
-        bs, n = int(r["batch_size"]), int(r["output_length"])
-        latency, ttft = float(r["latency_ms_mean"]), float(r["ttft_ms_mean"])
-        assert 0 < ttft <= latency
-        assert float(r["throughput_tokens_per_s"]) == pytest.approx(bs * n / latency * 1000, rel=0.01)
-        if n > 1:
-            assert latency == pytest.approx(ttft + (n - 1) * float(r["tpot_ms_mean"]), rel=0.05)
-        else:
-            assert r["tpot_ms_mean"] == ""
-    samples = [s for s in rows(out / "samples.csv") if s["backend"] == backend]
-    assert len(samples) == points * num_batches
-    assert all(int(s["min_output_tokens"]) == int(s["output_length"]) for s in samples)
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from harness.models import resolve_model
 from harness.sweep import SweepShape
 from harness.timing import BatchSpec
 from harness.writers import RESULT_COLUMNS
-from tests.test_accelerate import rows
-from tests.test_deepspeed import run_marked
+from tests.contract import rows
+from tests.contract import run_marked
 
 MIN_SHARE = 0.95
 

@@ -1,8 +1,6 @@
 """DeepSpeed AutoTP on the CPU, 2 ranks under torchrun: the CSV contract, a dying or hanging rank, the memory bound."""
 
 import json
-import os
-import uuid
 from pathlib import Path
 
 import pytest
@@ -13,10 +11,9 @@ from harness.errors import UserError
 from harness.models import resolve_model
 from harness.sweep import SweepShape
 from tests.conftest import run_benchmark
-from tests.test_accelerate import assert_csv_contract, rows
+from tests.contract import assert_csv_contract, processes_with, rows, run_marked
 
 GiB = 1024**3
-MARKER = "BENCH_TEST_RUN"  # set in each benchmark.py started here, inherited by every rank: finds leftovers
 
 
 def write_yaml(path: Path, backend: str, model: str = "preset: tiny-llama", batch_sizes="[1, 4]",
@@ -27,28 +24,6 @@ def write_yaml(path: Path, backend: str, model: str = "preset: tiny-llama", batc
         f"num_batches: {num_batches}\nnum_warmup_batches: {warmup}\n"
     )
     return path
-
-
-def run_marked(*args, fault: str = None):
-    """benchmark.py with a marker in its environment (and a fault to inject); returns (process, marker)."""
-    marker = uuid.uuid4().hex
-    env = {**os.environ, MARKER: marker}
-    if fault:
-        env["BENCH_INJECT_FAULT"] = fault
-    return run_benchmark(*args, "--no-plots", env=env), marker
-
-
-def processes_with(marker: str):
-    """Live processes whose environment carries `marker`: ranks or torchrun agents left behind."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if f"{MARKER}={marker}".encode() in f.read().split(b"\0"):
-                    found.append(pid)
-        except OSError:
-            continue
-    return found
 
 
 def runtime(out: Path) -> dict:

@@ -1,0 +1,75 @@
+"""The results contract every backend's rows must meet (DESIGN.md section 2), shared by the end-to-end tests."""
+
+import csv
+import os
+import uuid
+
+import pytest
+
+from harness.writers import RESULT_COLUMNS
+from tests.conftest import run_benchmark
+
+MARKER = "BENCH_TEST_RUN"  # set in each benchmark.py started by a test, inherited by every worker: finds leftovers
+
+REQUIRED = (
+    "benchmark_name, backend, model, dtype, hardware, num_devices, tp_size, batch_size, input_length, "
+    "output_length, num_batches, status, error, latency_ms_mean, latency_ms_p50, latency_ms_p90, latency_ms_p99, "
+    "latency_ms_std, ttft_ms_mean, ttft_ms_p50, ttft_ms_p90, ttft_ms_p99, tpot_ms_mean, tpot_ms_p50, tpot_ms_p90, "
+    "tpot_ms_p99, throughput_tokens_per_s, prefill_tokens_per_s, latency_per_output_token_ms, peak_memory_bytes, "
+    "load_time_s"
+).split(", ")
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def assert_invariants(r):
+    """One ok row: throughput from mean latency (1%), latency = TTFT + (n - 1) x TPOT (5%), no TPOT for n = 1."""
+    bs, n = int(r["batch_size"]), int(r["output_length"])
+    latency, ttft = float(r["latency_ms_mean"]), float(r["ttft_ms_mean"])
+    assert 0 < ttft <= latency
+    assert float(r["throughput_tokens_per_s"]) == pytest.approx(bs * n / latency * 1000, rel=0.01)
+    if n > 1:
+        assert latency == pytest.approx(ttft + (n - 1) * float(r["tpot_ms_mean"]), rel=0.05)
+    else:
+        assert r["tpot_ms_mean"] == r["tpot_ms_p99"] == ""
+
+
+def assert_csv_contract(out, backend: str, points: int, num_batches: int, num_devices: int, tp_size: int):
+    """Columns, context, invariants, and one sample per timed batch with the exact output length."""
+    results = rows(out / "results.csv")
+    assert list(results[0].keys()) == RESULT_COLUMNS and set(REQUIRED) <= set(RESULT_COLUMNS)
+    mine = [r for r in results if r["backend"] == backend]
+    assert len(mine) == points
+    for r in mine:
+        assert r["status"] == "ok", r["error"]
+        assert (r["num_devices"], r["tp_size"], int(r["num_batches"])) == (str(num_devices), str(tp_size), num_batches)
+        assert int(r["peak_memory_bytes"]) > 0 and float(r["load_time_s"]) > 0
+        assert_invariants(r)
+    samples = [s for s in rows(out / "samples.csv") if s["backend"] == backend]
+    assert len(samples) == points * num_batches
+    assert all(int(s["min_output_tokens"]) == int(s["output_length"]) for s in samples)
+
+
+def run_marked(*args, fault: str = None):
+    """benchmark.py with a marker in its environment (and a fault to inject); returns (process, marker)."""
+    marker = uuid.uuid4().hex
+    env = {**os.environ, MARKER: marker}
+    if fault:
+        env["BENCH_INJECT_FAULT"] = fault
+    return run_benchmark(*args, "--no-plots", env=env), marker
+
+
+def processes_with(marker: str):
+    """Live processes whose environment carries `marker`: workers, ranks or engine children left behind."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"{MARKER}={marker}".encode() in f.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
