@@ -46,6 +46,14 @@ class ModelConfig:
 
 
 @dataclass
+class OutputConfig:
+    upload_uri: Optional[str] = opt(
+        None, help="fsspec URL (s3://bucket/prefix, gs://..., file:///...) the results folder is also copied "
+        "to when the sweep ends; needs that filesystem's package (s3fs, gcsfs, ...)."
+    )
+
+
+@dataclass
 class SweepConfig:
     benchmark_name: str = opt(help="Names the results folder and the `benchmark_name` column.")
     model: ModelConfig = opt(factory=ModelConfig, help="What to load.")
@@ -70,6 +78,7 @@ class SweepConfig:
     point_timeout_s: float = opt(
         1800, help="A worker silent this long during one point (warm-up + timed batches) is killed as hung."
     )
+    output: OutputConfig = opt(factory=OutputConfig, help="Where results go besides the local folder.")
 
 
 def load_config(path: str | Path, overrides: List[str]) -> SweepConfig:
@@ -193,6 +202,21 @@ def validate(config: SweepConfig) -> None:
         raise UserError(f"memory_fraction: must be in (0, 1], got {config.memory_fraction}")
     _validate_model(config.model)
     _validate_backends(config.backends)
+    if config.output.upload_uri:
+        _validate_upload_uri(config.output.upload_uri)
+
+
+def _validate_upload_uri(uri: str) -> None:
+    import fsspec
+
+    protocol = uri.split("://", 1)[0] if "://" in uri else "file"
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except ValueError:
+        raise UserError(f"output.upload_uri: unknown protocol {protocol!r} (fsspec URLs: s3://, gs://, file://, "
+                        "...)") from None
+    except ImportError as e:
+        raise UserError(f"output.upload_uri: {protocol}:// needs a package fsspec does not have here ({e})") from None
 
 
 def _check_positive_list(key: str, values: List[int]) -> None:

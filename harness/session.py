@@ -74,20 +74,38 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
             interrupted = True
     manifest.update(end_time=now_iso(), interrupted=interrupted)
     out.write_manifest(manifest)
-    _finish(out, options, markers)
+    _finish(out, options, markers, config.output.upload_uri)
     if interrupted:
         console.print("Interrupted: finished points are saved; rerun with --resume --output-dir to complete.")
         return 130
     return 1 if "error" in statuses else 0
 
 
-def _finish(out: ResultsDir, options: SweepOptions, markers: Optional["LogMarkers"]) -> None:
+def _finish(out: ResultsDir, options: SweepOptions, markers: Optional["LogMarkers"],
+            upload_uri: Optional[str]) -> None:
     print_summary(read_rows(out.results_csv))
     console.print(f"Results in {out.path}/ (results.csv, samples.csv, manifest.json)")
     if options.plots:
         draw_charts(out.path)
     if markers:
         markers.files()
+    if upload_uri:
+        upload(out.path, upload_uri)
+
+
+def upload(folder: Path, uri: str) -> None:
+    """Copy the results folder to object storage; a failure warns and leaves the local results as they are."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(uri)
+    target = f"{root.rstrip('/')}/{folder.name}"
+    try:
+        fs.put(str(folder), target, recursive=True)
+    except Exception as e:  # any storage error: the local folder is the record, the copy is a convenience
+        console.print(f"warning: upload to {uri} failed ({type(e).__name__}: {e}); results are in {folder}",
+                      style="yellow")
+        return
+    console.print(f"Copied to {fs.unstrip_protocol(target)}")
 
 
 def draw_charts(folder: Path) -> None:

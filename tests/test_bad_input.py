@@ -9,7 +9,8 @@ from tests.conftest import run_benchmark
 TINY = "yamls/cpu-tiny.yaml"
 KNOWN = ", ".join(sorted(BACKENDS))
 TOP_KEYS = ("benchmark_name, model, backends, batch_sizes, input_lengths, output_lengths, num_batches, "
-            "num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s")
+            "num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s, "
+            "output")
 PRESETS = "llama-1b, llama-2-13b, llama-2-70b, llama-2-7b, llama-3-70b, llama-3-8b, mistral-7b, mixtral-8x7b, tiny-llama"
 
 CASES = {
@@ -42,6 +43,8 @@ CASES = {
                         "model.name_or_path: no such folder './no-such-model'"),
     "duplicate labels": ([TINY, "backends=[{name: hf},{name: hf}]"],
                          "backends[1].label: 'hf' is already used by backends[0]; give each entry a unique label"),
+    "unknown upload protocol": ([TINY, "output.upload_uri=zz://bucket/x"],
+                                "output.upload_uri: unknown protocol 'zz' (fsspec URLs: s3://, gs://, file://, ...)"),
     "compile without static cache": ([TINY, "backends.0.compile=true"],
                                      "backends[0].compile: true needs backends[0].cache_implementation: static"),
 }
