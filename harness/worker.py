@@ -23,7 +23,7 @@ from harness.records import PointResult, RunContext
 from harness.runner import EntryRunner, RunEvents
 from harness.sweep import EntryPlan, SweepPoint
 
-FAULT_ENV = "BENCH_INJECT_FAULT"  # tests only: "KIND@LABEL/RANK/BATCH_SIZE", KIND in segv | hang | exit
+FAULT_ENV = "BENCH_INJECT_FAULT"  # tests only: "KIND@LABEL/RANK/WHEN", WHEN a batch size or "load"; KIND segv|hang|exit
 
 
 @dataclass
@@ -51,6 +51,7 @@ class ChannelEvents(RunEvents):
 
     def loading(self) -> None:
         self._send("loading")
+        inject_fault(self.label, self.rank, "load")
 
     def loaded(self, info: dict) -> None:
         self._send("loaded", info)
@@ -63,13 +64,13 @@ class ChannelEvents(RunEvents):
         self._send("result", result)
 
 
-def inject_fault(label: str, rank: int, batch_size: int) -> None:
+def inject_fault(label: str, rank: int, when) -> None:
     """Crash or hang on purpose where BENCH_INJECT_FAULT says, so tests can exercise the failure paths."""
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return
     kind, _, where = spec.partition("@")
-    if where != f"{label}/{rank}/{batch_size}":
+    if where != f"{label}/{rank}/{when}":
         return
     if kind == "segv":
         os.kill(os.getpid(), signal.SIGSEGV)

@@ -103,3 +103,16 @@ def test_a_hung_worker_is_killed_after_the_point_timeout(tmp_path):
     assert got["4"]["status"] == "ok"
     assert got["8"]["error"].startswith("worker timed out after 10 s (point_timeout_s) during this point")
     assert not processes_with(marker)
+
+
+def test_a_worker_stuck_loading_is_killed_after_the_load_timeout(tmp_path):
+    yaml = tmp_path / "h.yaml"
+    yaml.write_text(SWEEP.replace("  - {name: vllm, enforce_eager: true, kv_cache_memory_bytes: 268435456}\n", ""))
+    proc, marker = run_marked(yaml, "--output-dir", tmp_path / "out", "load_timeout_s=5", fault="hang@hf/0/load")
+    assert proc.returncode == 1
+    got = rows(tmp_path / "out" / "results.csv")
+    assert len(got) == 6
+    for r in got:
+        assert r["status"] == "error"
+        assert r["error"] == "worker timed out after 5 s (load_timeout_s) while loading the model (log: logs/hf.log)"
+    assert not processes_with(marker)
