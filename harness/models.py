@@ -67,8 +67,9 @@ class ModelSpec:
 
 def resolve_model(config: ModelConfig) -> ModelSpec:
     if config.preset:
-        if config.preset not in preset_names():
-            raise UserError(f"model.preset: unknown preset {config.preset!r}{known_names(config.preset, preset_names())}")
+        known = preset_names()
+        if config.preset not in known:
+            raise UserError(f"model.preset: unknown preset {config.preset!r}{known_names(config.preset, known)}")
         source, name = str(PRESETS_DIR / config.preset), config.preset
     else:
         source = name = config.name_or_path

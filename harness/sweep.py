@@ -76,7 +76,8 @@ def plan_sweep(config: SweepConfig, model: ModelSpec) -> List[EntryPlan]:
         cls = backend_class(options.name)
         placement = cls.resolve_placement(options)
         missing = _missing_devices(placement)
-        budget = 0 if missing else int(available_bytes(placement.device, placement.num_devices) * config.memory_fraction)
+        free = 0 if missing else available_bytes(placement.device, placement.num_devices)
+        budget = int(free * config.memory_fraction)
         points = []
         for p in sweep_points(config):
             estimate = cls.estimate_memory(options, model, p.batch_size, p.input_length, p.output_length)

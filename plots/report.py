@@ -96,7 +96,8 @@ def summary_table(table: pd.DataFrame) -> List[str]:
     for series in data.series_order(table):
         of_series = table[table[data.SERIES] == series]
         for input_length, output_length in data.length_pairs(of_series):
-            group = of_series[(of_series["input_length"] == input_length) & (of_series["output_length"] == output_length)]
+            same_lengths = (of_series["input_length"] == input_length) & (of_series["output_length"] == output_length)
+            group = of_series[same_lengths]
             rows.append(_summary_row(series, input_length, output_length, group))
     return rows
 
