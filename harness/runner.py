@@ -93,6 +93,7 @@ class EntryRunner:
 
     def _measure(self, pp: PlannedPoint) -> PointResult:
         self.events.started(pp.point)
+        self.first_token_ids = None
         self.backend.peak_memory.reset()
         try:
             samples = self._time_point(pp.point)
