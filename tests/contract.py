@@ -20,6 +20,17 @@ REQUIRED = (
 ).split(", ")
 
 
+def write_sweep(path, backends: str, model: str = "preset: tiny-llama, dtype: fp32", batch_sizes="[1, 4]",
+                input_lengths="[16, 64]", output_lengths="[1, 8]", num_batches=2, warmup=1):
+    """A small random-weight sweep YAML for end-to-end tests; `backends` is the YAML list's items."""
+    path.write_text(
+        f"benchmark_name: tiny\nmodel: {{{model}, weights: random}}\nbackends: [{backends}]\n"
+        f"batch_sizes: {batch_sizes}\ninput_lengths: {input_lengths}\noutput_lengths: {output_lengths}\n"
+        f"num_batches: {num_batches}\nnum_warmup_batches: {warmup}\n"
+    )
+    return path
+
+
 def rows(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))

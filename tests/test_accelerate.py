@@ -13,7 +13,7 @@ from harness.models import resolve_model
 from harness.sweep import SweepShape
 from harness.timing import BatchSpec
 from tests.conftest import run_benchmark
-from tests.contract import assert_csv_contract, rows
+from tests.contract import assert_csv_contract, rows, write_sweep
 
 BLOCKS = ["model.embed_tokens", "model.layers.0", "model.layers.1", "model.norm", "model.rotary_emb", "lm_head"]
 
@@ -79,15 +79,8 @@ def test_bad_options_name_the_key(options, message):
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("accelerate")
-    yaml = tmp / "tiny.yaml"
-    yaml.write_text(
-        "benchmark_name: tiny\n"
-        "model: {preset: tiny-llama, weights: random, dtype: fp32}\n"
-        "backends: [{name: accelerate, device: cpu, max_memory: {0: 20GiB, cpu: 4GiB}}, "
-        "{name: accelerate, label: acc-64, device: cpu, num_devices: 64}]\n"
-        "batch_sizes: [1, 4]\ninput_lengths: [16, 64]\noutput_lengths: [1, 8]\n"
-        "num_batches: 2\nnum_warmup_batches: 1\n"
-    )
+    yaml = write_sweep(tmp / "tiny.yaml", "{name: accelerate, device: cpu, max_memory: {0: 20GiB, cpu: 4GiB}}, "
+                       "{name: accelerate, label: acc-64, device: cpu, num_devices: 64}")
     out = tmp / "out"
     return yaml, run_benchmark(yaml, "--output-dir", out, "--no-plots"), out
 

@@ -11,19 +11,9 @@ from harness.errors import UserError
 from harness.models import resolve_model
 from harness.sweep import SweepShape
 from tests.conftest import run_benchmark
-from tests.contract import assert_csv_contract, processes_with, rows, run_marked
+from tests.contract import assert_csv_contract, processes_with, rows, run_marked, write_sweep
 
 GiB = 1024**3
-
-
-def write_yaml(path: Path, backend: str, model: str = "preset: tiny-llama", batch_sizes="[1, 4]",
-               input_lengths="[16, 64]", output_lengths="[1, 8]", num_batches=2, warmup=1) -> Path:
-    path.write_text(
-        f"benchmark_name: ds\nmodel: {{{model}, weights: random}}\nbackends: [{backend}]\n"
-        f"batch_sizes: {batch_sizes}\ninput_lengths: {input_lengths}\noutput_lengths: {output_lengths}\n"
-        f"num_batches: {num_batches}\nnum_warmup_batches: {warmup}\n"
-    )
-    return path
 
 
 def runtime(out: Path) -> dict:
@@ -33,7 +23,7 @@ def runtime(out: Path) -> dict:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("deepspeed")
-    yaml = write_yaml(tmp / "tiny.yaml", "{name: deepspeed, device: cpu}", model="preset: tiny-llama, dtype: fp32")
+    yaml = write_sweep(tmp / "tiny.yaml", "{name: deepspeed, device: cpu}")
     proc, marker = run_marked(yaml, "--output-dir", tmp / "out")
     return proc, tmp / "out", marker
 
@@ -55,7 +45,7 @@ def test_end_to_end_with_two_ranks(sweep):
     ("hang", ["point_timeout_s=15"], "worker timed out after 15 s (point_timeout_s)"),
 ])
 def test_a_failing_rank_ends_the_entry_in_error_rows_and_leaves_no_process(tmp_path, kind, overrides, reason):
-    yaml = write_yaml(tmp_path / "ds.yaml", "{name: deepspeed, device: cpu}", model="preset: tiny-llama, dtype: fp32",
+    yaml = write_sweep(tmp_path / "ds.yaml", "{name: deepspeed, device: cpu}",
                       batch_sizes="[1, 4, 8]", input_lengths="[16]", output_lengths="[8]")
     proc, marker = run_marked(yaml, *overrides, "--output-dir", tmp_path / "out", fault=f"{kind}@deepspeed/1/4")
     assert proc.returncode == 1, proc.stderr
@@ -74,7 +64,7 @@ def test_a_rank_never_holds_the_whole_model(tmp_path):
     at this size, so the growth over the rank's RSS before loading is held to 0.75 x model bytes too.
     """
     model = "preset: llama-1b, dtype: fp32, overrides: {num_hidden_layers: 8}"
-    yaml = write_yaml(tmp_path / "mem.yaml", "{name: deepspeed, device: cpu, tp_size: 2}", model=model,
+    yaml = write_sweep(tmp_path / "mem.yaml", "{name: deepspeed, device: cpu, tp_size: 2}", model=model,
                       batch_sizes="[1]", input_lengths="[8]", output_lengths="[2]", num_batches=1, warmup=0)
     proc, _ = run_marked(yaml, "--output-dir", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
@@ -124,7 +114,8 @@ def test_bad_options_name_the_key(options, message):
 
 
 def test_a_duplicated_init_inference_key_is_a_config_error(tmp_path):
-    yaml = write_yaml(tmp_path / "dup.yaml", "{name: deepspeed, device: cpu, init_inference: {dtype: fp16}}")
+    yaml = write_sweep(tmp_path / "dup.yaml", "{name: deepspeed, device: cpu, init_inference: {dtype: fp16}}",
+                       model="preset: tiny-llama")
     proc = run_benchmark(yaml, "--dry-run", timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: backends[0].init_inference.dtype: duplicates backends[0].dtype; set it there"

@@ -5,20 +5,13 @@ import json
 import pytest
 
 from harness.writers import SAMPLE_COLUMNS
-from tests.contract import assert_csv_contract, rows
+from tests.contract import assert_csv_contract, rows, write_sweep
 from tests.conftest import run_benchmark
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hf")
-    yaml = tmp / "tiny.yaml"
-    yaml.write_text(
-        "benchmark_name: tiny\n"
-        "model: {preset: tiny-llama, weights: random, dtype: fp32}\n"
-        "backends: [{name: hf, device: cpu}]\n"
-        "batch_sizes: [1, 4]\ninput_lengths: [16, 64]\noutput_lengths: [1, 16]\n"
-        "num_batches: 3\nnum_warmup_batches: 1\n"
-    )
+    yaml = write_sweep(tmp / "tiny.yaml", "{name: hf, device: cpu}", output_lengths="[1, 16]", num_batches=3)
     out = tmp / "out"
     proc = run_benchmark(yaml, "--output-dir", out)
     return proc, out
