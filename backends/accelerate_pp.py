@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, List, Optional, Union
 
 from backends.base import DEVICES, BackendOptions, Placement, resolve_device
-from backends.hf import HFBackend, _eos_ids
+from backends.hf import HFBackend
 from harness import weights
 from harness.config import opt
 from harness.errors import UserError
@@ -106,10 +106,7 @@ class AccelerateBackend(HFBackend):
             # force_hooks: on one device (always so on a CPU) accelerate would just move the model; hooks stay
             # on, so the code measured here is the code that runs across GPUs.
             dispatch_model(model, self.device_map, force_hooks=True, **offload)
-        self.net = model.eval().requires_grad_(False)
-        self.eos_ids = _eos_ids(self.model.hf_config)
-        self._configs: Dict[int, object] = {}
-        self._sync = _sync_devices(self.device_map)
+        self._ready(model.eval().requires_grad_(False), _sync_devices(self.device_map))
 
     def runtime_info(self) -> Dict[str, object]:
         import torch

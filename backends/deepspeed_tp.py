@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
 from backends.base import DEVICES, BackendOptions, Placement, resolve_device
-from backends.hf import HFBackend, _eos_ids
+from backends.hf import HFBackend
 from harness import weights
 from harness.config import DTYPES, opt
 from harness.errors import UserError
@@ -134,10 +134,8 @@ class DeepSpeedBackend(HFBackend):
         if sharded_random:
             fill_random_shards(self.engine.module, full_shapes, names, weights.init_range_of(self.model.hf_config))
             restore_buffers(self.engine.module, buffers)
-        self.net = self.engine  # HFBackend.run calls self.net.generate: DeepSpeed's, which runs the HF model's
-        self.eos_ids = _eos_ids(self.model.hf_config)
-        self._configs: Dict[int, object] = {}
-        self._sync = _device_sync(self.placement.device)
+        # HFBackend.run calls self.net.generate: DeepSpeed's, which runs the HF model's.
+        self._ready(self.engine, _device_sync(self.placement.device))
         # Peak RSS up to here (the runner resets it per point, so the load's peak is only seen now).
         self.load_rss_bytes = _gather_from_ranks((rss_before_load, process_peak_rss_bytes(os.getpid())))
 

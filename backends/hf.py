@@ -93,10 +93,15 @@ class HFBackend(Backend):
             weights.materialize(model, device, init_range=weights.init_range_of(self.model.hf_config))
         else:
             model = AutoModelForCausalLM.from_pretrained(self.model.source, device_map=device, **kwargs)
-        self.net = model.eval().requires_grad_(False)
+        self._ready(model.eval().requires_grad_(False), torch.cuda.synchronize if device == "cuda" else (lambda: None))
+
+    def _ready(self, net, sync: Callable[[], None]) -> None:
+        """What `run` needs once the model is built (here or in a subclass): the module whose `generate` is
+        timed, the EOS ids to mask, and how to wait for the device."""
+        self.net = net
         self.eos_ids = _eos_ids(self.model.hf_config)
         self._configs: Dict[int, object] = {}
-        self._sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        self._sync = sync
 
     def run(self, batch: BatchSpec) -> BatchTiming:
         import torch
