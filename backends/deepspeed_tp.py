@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
 from backends.base import DEVICES, BackendOptions, Placement, resolve_device
-from backends.hf import HFBackend
+from backends.hf import HFBackend, device_sync
 from harness import weights
 from harness.config import DTYPES, opt
 from harness.errors import UserError
@@ -135,7 +135,7 @@ class DeepSpeedBackend(HFBackend):
             fill_random_shards(self.engine.module, full_shapes, names, weights.init_range_of(self.model.hf_config))
             restore_buffers(self.engine.module, buffers)
         # HFBackend.run calls self.net.generate: DeepSpeed's, which runs the HF model's.
-        self._ready(self.engine, _device_sync(self.placement.device))
+        self._ready(self.engine, device_sync(self.placement.device))
         # Peak RSS up to here (the runner resets it per point, so the load's peak is only seen now).
         self.load_rss_bytes = _gather_from_ranks((rss_before_load, process_peak_rss_bytes(os.getpid())))
 
@@ -258,12 +258,6 @@ def tp_layer_counts(module) -> Dict[str, int]:
         if type(sub).__module__.startswith("deepspeed."):
             counts[type(sub).__name__] = counts.get(type(sub).__name__, 0) + 1
     return counts
-
-
-def _device_sync(device: str):
-    import torch
-
-    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
 
 def process_rss_bytes() -> int:

@@ -93,7 +93,7 @@ class HFBackend(Backend):
             weights.materialize(model, device, init_range=weights.init_range_of(self.model.hf_config))
         else:
             model = AutoModelForCausalLM.from_pretrained(self.model.source, device_map=device, **kwargs)
-        self._ready(model.eval().requires_grad_(False), torch.cuda.synchronize if device == "cuda" else (lambda: None))
+        self._ready(model.eval().requires_grad_(False), device_sync(device))
 
     def _ready(self, net, sync: Callable[[], None]) -> None:
         """What `run` needs once the model is built (here or in a subclass): the module whose `generate` is
@@ -159,6 +159,13 @@ class HFBackend(Backend):
                 config.compile_config._compile_all_devices = True
             self._configs[output_length] = config
         return self._configs[output_length]
+
+
+def device_sync(device: str) -> Callable[[], None]:
+    """Wait for queued GPU work before a clock stamp; nothing to wait for on the CPU."""
+    import torch
+
+    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
 
 def _eos_ids(hf_config) -> List[int]:
