@@ -116,7 +116,7 @@ class AccelerateBackend(HFBackend):
                 "device_map": {name: str(device) for name, device in self.device_map.items()},
                 "layers_per_device": layers_per_device(self.net, self.device_map),
                 "hooked_blocks": len(hooked_blocks(self.net)), "torch_threads": torch.get_num_threads(),
-                "attn_implementation": self.options.attn_implementation}
+                "attn_implementation": self.options.attn_implementation, "architecture": self.built_architecture()}
 
 
 def plan_device_map(model, options: AccelerateOptions, placement: Placement) -> Dict[str, Device]:

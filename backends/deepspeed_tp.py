@@ -179,7 +179,8 @@ class DeepSpeedBackend(HFBackend):
                 "shm_allreduce": _shm_allreduce_active(),
                 "rss_before_load_bytes_per_rank": [before for before, _ in self.load_rss_bytes],
                 "load_peak_rss_bytes_per_rank": [peak for _, peak in self.load_rss_bytes],
-                "peak_memory_bytes_is": "rank 0's (each rank holds one shard)"}
+                "peak_memory_bytes_is": "rank 0's (each rank holds one shard)",
+                "architecture": self.built_architecture()}
         if self.placement.device == "cpu":
             info["cpu_threads_per_rank"] = os.environ.get("OMP_NUM_THREADS")
         return info

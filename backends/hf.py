@@ -13,7 +13,7 @@ from harness import weights
 from harness.config import opt
 from harness.errors import UserError
 from harness.memory import MemoryEstimate, estimate_point
-from harness.models import ModelSpec
+from harness.models import ModelSpec, architecture
 from harness.timing import BatchSpec, BatchTiming
 
 CACHES = ("dynamic", "static")
@@ -128,7 +128,12 @@ class HFBackend(Backend):
         import torch
 
         return {"device": self.placement.device, "torch_threads": torch.get_num_threads(),
-                "attn_implementation": self.net.config._attn_implementation}
+                "attn_implementation": self.net.config._attn_implementation,
+                "architecture": self.built_architecture()}
+
+    def built_architecture(self) -> Dict[str, object]:
+        """The shapes of the model as built (a DeepSpeed engine wraps it in `.module`), for the manifest."""
+        return architecture(getattr(self.net, "module", self.net).config)
 
     def close(self) -> None:
         import torch

@@ -123,6 +123,7 @@ class VLLMBackend(Backend):
         self.llm = LLM(**self._engine_args())
         vllm_config = self.llm.llm_engine.vllm_config
         self.cache, self.scheduler = vllm_config.cache_config, vllm_config.scheduler_config
+        self.model_config = vllm_config.model_config
 
     def _engine_args(self) -> Dict[str, Any]:
         o = self.options
@@ -208,11 +209,21 @@ class VLLMBackend(Backend):
     def runtime_info(self) -> Dict[str, object]:
         info = {"device": self.placement.device, "kv_cache_capacity_tokens": self._capacity_tokens(),
                 "block_size": self.cache.block_size, "max_num_seqs": self.scheduler.max_num_seqs,
-                "max_num_batched_tokens": self.scheduler.max_num_batched_tokens}
+                "max_num_batched_tokens": self.scheduler.max_num_batched_tokens,
+                "architecture": self._architecture()}
         if self.placement.device == "cpu":
             info["cpu_threads_bind"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")
             info["cpu_reserved_cpus"] = os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "vLLM default")
         return info
+
+    def _architecture(self) -> Dict[str, object]:
+        """The shapes vLLM derived from the config folder it was given (its own head size and KV heads)."""
+        m = self.model_config
+        text = m.hf_text_config
+        return {"num_hidden_layers": text.num_hidden_layers, "hidden_size": m.get_hidden_size(),
+                "intermediate_size": getattr(text, "intermediate_size", None),
+                "num_attention_heads": text.num_attention_heads, "num_key_value_heads": m.get_total_num_kv_heads(),
+                "head_dim": m.get_head_size(), "vocab_size": m.get_vocab_size()}
 
     def close(self) -> None:
         del self.llm

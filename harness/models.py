@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, FrozenSet, List
+from typing import Any, Dict, FrozenSet, List
 
 from harness.config import ModelConfig, SweepConfig
 from harness.errors import UserError, known_names
@@ -24,9 +24,22 @@ def preset_names() -> List[str]:
     return sorted(p.name for p in PRESETS_DIR.iterdir() if (p / "config.json").is_file())
 
 
+# Short names for the architecture fields users change most, as the `model` column shows them.
+OVERRIDE_WORDING = {
+    "num_hidden_layers": "{} layers", "hidden_size": "hidden {}", "intermediate_size": "ffn {}",
+    "num_attention_heads": "{} heads", "num_key_value_heads": "{} KV heads", "head_dim": "head dim {}",
+    "vocab_size": "vocab {}", "max_position_embeddings": "max positions {}", "num_local_experts": "{} experts",
+    "num_experts_per_tok": "top-{} experts",
+}
+
+
 @dataclass
 class ModelSpec:
-    """A model as the harness sees it. `hf_config` already carries the YAML's overrides."""
+    """A model as the harness sees it. `hf_config` already carries the YAML's overrides.
+
+    `name` is the preset or path; `changes` the overrides that changed a field of it, so that a
+    modified preset is never reported under the preset's bare name (see `label`).
+    """
 
     name: str
     source: str
@@ -34,6 +47,15 @@ class ModelSpec:
     dtype: str
     hf_config: Any
     num_params: int
+    changes: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The `model` column: `llama-2-7b`, or `llama-2-7b (modified: 4 layers, hidden 256)`."""
+        if not self.changes:
+            return self.name
+        words = [OVERRIDE_WORDING.get(k, k + " {}").format(_compact(v)) for k, v in self.changes.items()]
+        return f"{self.name} (modified: {', '.join(words)})"
 
     @property
     def torch_dtype(self):
@@ -73,9 +95,24 @@ def resolve_model(config: ModelConfig) -> ModelSpec:
         source, name = str(PRESETS_DIR / config.preset), config.preset
     else:
         source = name = config.name_or_path
-    hf_config = _load_hf_config(source)
-    _apply_overrides(hf_config, config.overrides)
-    return ModelSpec(name, source, config.weights, config.dtype, hf_config, count_parameters(hf_config))
+    preset_config = _load_hf_config(source)
+    hf_config = _with_overrides(preset_config, source, config.overrides)
+    changes = {k: v for k, v in config.overrides.items() if getattr(preset_config, k) != getattr(hf_config, k)}
+    return ModelSpec(name, source, config.weights, config.dtype, hf_config, count_parameters(hf_config), changes)
+
+
+def architecture(hf_config) -> Dict[str, Any]:
+    """The shape fields that decide compute and KV-cache size, as an engine builds them.
+
+    Engines report theirs in the manifest (`backends[].runtime.architecture`), so two engines given
+    the same YAML can be checked to have measured the same model.
+    """
+    c = getattr(hf_config, "text_config", None) or hf_config
+    heads = c.num_attention_heads
+    return {"num_hidden_layers": c.num_hidden_layers, "hidden_size": c.hidden_size,
+            "intermediate_size": getattr(c, "intermediate_size", None), "num_attention_heads": heads,
+            "num_key_value_heads": getattr(c, "num_key_value_heads", None) or heads,
+            "head_dim": getattr(c, "head_dim", None) or c.hidden_size // heads, "vocab_size": c.vocab_size}
 
 
 def check_lengths(config: SweepConfig, model: ModelSpec) -> None:
@@ -84,7 +121,7 @@ def check_lengths(config: SweepConfig, model: ModelSpec) -> None:
     if longest > model.max_positions:
         raise UserError(
             f"input_lengths/output_lengths: {max(config.input_lengths)} + {max(config.output_lengths)} = {longest} "
-            f"tokens exceeds {model.name}'s max_position_embeddings ({model.max_positions})"
+            f"tokens exceeds {model.label}'s max_position_embeddings ({model.max_positions})"
         )
 
 
@@ -97,15 +134,44 @@ def _load_hf_config(source: str):
     try:
         return AutoConfig.from_pretrained(source)
     except Exception as e:  # transformers raises OSError, ValueError or hub errors here
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"model.name_or_path: cannot load a config from {source!r} ({reason})") from None
+        raise UserError(f"model.name_or_path: cannot load a config from {source!r} ({_first_line(e)})") from None
 
 
-def _apply_overrides(hf_config, overrides: dict) -> None:
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def _with_overrides(preset_config, source: str, overrides: dict):
+    """The config rebuilt from the source's own fields plus the overrides, as if both were one config.json.
+
+    Setting attributes on a built config would leave what its constructor derived (head_dim from
+    hidden_size / heads, rope defaults, layer-type lists) computed from the preset's values; building
+    it again recomputes them, unless an override sets such a field itself.
+    """
+    if not overrides:
+        return preset_config
+    for key in overrides:
+        if not hasattr(preset_config, key):
+            raise UserError(f"model.overrides.{key}: not a field of {type(preset_config).__name__}")
+    fields, _ = preset_config.get_config_dict(source)
+    try:
+        return type(preset_config).from_dict(_merge(fields, overrides))
+    except (ValueError, TypeError) as e:  # the config class's own checks, e.g. heads not dividing hidden_size
+        raise UserError(f"model.overrides: {type(preset_config).__name__} rejects them ({_first_line(e)})") from None
+
+
+def _merge(base: dict, overrides: dict) -> dict:
+    """`overrides` over `base`; a nested mapping (a sub-config such as text_config) is merged key by key."""
+    merged = dict(base)
     for key, value in overrides.items():
-        if not hasattr(hf_config, key):
-            raise UserError(f"model.overrides.{key}: not a field of {type(hf_config).__name__}")
-        setattr(hf_config, key, value)
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            value = _merge(merged[key], value)
+        merged[key] = value
+    return merged
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":")) if isinstance(value, (dict, list)) else str(value)
 
 
 @functools.lru_cache(maxsize=8)

@@ -16,7 +16,7 @@ from harness.crosscheck import TokenCrossCheck
 from harness.errors import UserError
 from harness.launcher import run_in_worker
 from harness.manifest import build_manifest, hardware_label, now_iso
-from harness.models import ModelSpec
+from harness.models import ModelSpec, architecture
 from harness.records import PointResult, RunContext, point_key
 from harness.runner import EntryRunner, RunEvents
 from harness.sweep import EntryPlan
@@ -154,13 +154,14 @@ def run_entry(plan: EntryPlan, model: ModelSpec, config: SweepConfig, done: set,
 def run_context(config: SweepConfig, model: ModelSpec, plan: EntryPlan) -> RunContext:
     placement = plan.placement
     dtype = getattr(plan.options, "dtype", None) or model.dtype  # an entry may override it (deepspeed)
-    return RunContext(config.benchmark_name, plan.label, model.name, dtype, hardware_label(placement.device),
+    return RunContext(config.benchmark_name, plan.label, model.label, dtype, hardware_label(placement.device),
                       placement.num_devices, placement.tp_size)
 
 
 def _model_info(model: ModelSpec) -> dict:
-    return {"name": model.name, "source": model.source, "weights": model.weights, "dtype": model.dtype,
-            "num_params": model.num_params, "config": model.hf_config.to_diff_dict()}
+    return {"name": model.name, "label": model.label, "overrides": model.changes, "source": model.source,
+            "weights": model.weights, "dtype": model.dtype, "num_params": model.num_params,
+            "architecture": architecture(model.hf_config), "config": model.hf_config.to_diff_dict()}
 
 
 def _entry_info(plan: EntryPlan) -> dict:

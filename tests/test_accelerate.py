@@ -89,8 +89,10 @@ def test_end_to_end_csv_contract(sweep):
     _, proc, out = sweep
     assert proc.returncode == 0, proc.stderr
     assert_csv_contract(out, "accelerate", points=8, num_batches=2, num_devices=1, tp_size=1)
-    runtime = json.loads((out / "manifest.json").read_text())["backends"][0]["runtime"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    runtime = manifest["backends"][0]["runtime"]
     assert runtime["device_map"] == dict.fromkeys(BLOCKS, "cpu") and runtime["layers_per_device"] == {"cpu": 2}
+    assert runtime["architecture"] == manifest["model"]["architecture"]
 
 
 def test_an_entry_needing_more_devices_is_skipped_with_both_numbers(sweep):

@@ -37,6 +37,8 @@ def test_end_to_end_with_two_ranks(sweep):
     assert info["tp_layers"] == {"LinearLayer": 10, "LinearAllreduce": 4, "LmHeadLinearAllreduce": 1}
     assert (info["comm_backend"], info["shm_allreduce"], info["tp_size"]) == ("gloo", True, 2)
     assert len(info["load_peak_rss_bytes_per_rank"]) == 2
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert info["architecture"] == manifest["model"]["architecture"]  # the whole model's shapes, not a shard's
     assert not processes_with(marker)
 
 

@@ -1,7 +1,8 @@
 """vLLM end to end through benchmark.py, beside an HF entry whose worker is made to crash.
 
-One sweep serves both checks (vLLM takes ~20 s to start on this CPU): the vLLM entry's CSV
-contract and invariants, and that a segfaulting worker costs only its own entry's rows.
+One sweep serves every check (vLLM takes ~20 s to start on this CPU): the vLLM entry's CSV
+contract and invariants, that a segfaulting worker costs only its own entry's rows, and that both
+engines build the same model from a preset with overrides (which change the derived head_dim).
 """
 
 import json
@@ -9,11 +10,12 @@ import json
 import pytest
 
 from harness.cli import main
+from plots import make_report
 from tests.contract import assert_invariants, processes_with, rows, run_marked
 
 SWEEP = """
 benchmark_name: vllm-e2e
-model: {preset: tiny-llama, weights: random, dtype: fp32}
+model: {preset: tiny-llama, weights: random, dtype: fp32, overrides: {hidden_size: 256, intermediate_size: 688}}
 backends:
   - {name: hf, device: cpu}
   - {name: vllm, enforce_eager: true, kv_cache_memory_bytes: 268435456}
@@ -76,6 +78,28 @@ def test_vllm_runtime_in_manifest(sweep):
     runtime = entry["runtime"]
     assert runtime["kv_cache_capacity_tokens"] > 0 and runtime["cpu_threads_bind"] == "auto"
     assert (out / "logs" / "vllm.log").exists()
+
+
+MODIFIED = "tiny-llama (modified: hidden 256, ffn 688)"
+
+
+def test_both_engines_built_the_overridden_architecture(sweep):
+    _, out, _ = sweep
+    manifest = json.loads((out / "manifest.json").read_text())
+    hf, vllm = (entry["runtime"]["architecture"] for entry in manifest["backends"])
+    assert hf == vllm == manifest["model"]["architecture"]
+    assert hf["head_dim"] == 64  # 256 / 4 heads; the preset's 128 / 4 = 32 would mean a stale derived field
+    assert manifest["model"]["overrides"] == {"hidden_size": 256, "intermediate_size": 688}
+
+
+def test_rows_and_charts_name_the_modified_model(sweep, tmp_path):
+    _, out, _ = sweep
+    assert {r["model"] for r in rows(out / "results.csv")} == {MODIFIED}
+    assert {s["model"] for s in rows(out / "samples.csv")} == {MODIFIED}
+    report = make_report([out], tmp_path / "plots").read_text()
+    assert report.startswith(f"# {MODIFIED} (fp32): inference benchmark")
+    titles = [line for line in report.splitlines() if line.startswith("![")]
+    assert titles and all(MODIFIED in t for t in titles)
 
 
 @pytest.mark.parametrize("override,message", [
