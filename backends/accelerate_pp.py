@@ -13,10 +13,10 @@ through `from_pretrained(device_map=...)` with the same map.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
-from backends.base import DEVICES, BackendOptions, Placement, resolve_device
-from backends.hf import HFBackend
+from backends.base import Placement, resolve_device
+from backends.hf import GenerateOptions, HFBackend
 from harness import weights
 from harness.config import opt
 from harness.errors import UserError
@@ -27,8 +27,7 @@ Device = Union[int, str]
 
 
 @dataclass
-class AccelerateOptions(BackendOptions):
-    device: str = opt("auto", help="auto (cuda when present, else cpu) | cpu | cuda.")
+class AccelerateOptions(GenerateOptions):
     device_map: str = opt(
         "auto", help="auto | balanced (layers spread evenly over the GPUs; auto is balanced) | balanced_low_0 "
         "(GPU 0 kept light for generate's own tensors) | sequential (fill GPU 0, then 1, ...)."
@@ -42,14 +41,8 @@ class AccelerateOptions(BackendOptions):
     )
     offload_folder: Optional[str] = opt(None, help="Folder for layers the map offloads to disk (needed only then).")
 
-    # What the hf backend's run() and memory estimate read: HF generate with SDPA and its dynamic cache, uncompiled.
-    attn_implementation: ClassVar[str] = "sdpa"
-    cache_implementation: ClassVar[str] = "dynamic"
-    compile: ClassVar[bool] = False
-
     def validate(self, key: str) -> None:
-        if self.device not in DEVICES:
-            raise UserError(f"{key}.device: {self.device!r} is not one of {', '.join(DEVICES)}")
+        super().validate(key)
         if self.device_map not in DEVICE_MAPS:
             raise UserError(f"{key}.device_map: {self.device_map!r} is not one of {', '.join(DEVICE_MAPS)}")
         if self.num_devices is not None and self.num_devices < 1:
@@ -80,6 +73,12 @@ def _device_key(device) -> Device:
 class AccelerateBackend(HFBackend):
     Options = AccelerateOptions
     harness_random_weights = True
+
+    def static_cache(self) -> bool:
+        return False
+
+    def compiled(self) -> bool:
+        return False
 
     @classmethod
     def resolve_placement(cls, options: AccelerateOptions) -> Placement:

@@ -94,10 +94,12 @@ class Backend(ABC):
 
     @abstractmethod
     def run(self, batch: BatchSpec) -> BatchTiming:
-        """Generate exactly `batch.output_length` tokens for every prompt and return the stamps.
+        """Generate each prompt's `batch.max_tokens` (exactly, when `batch.forced`; else EOS may stop it) with
+        `batch.sampling`, all submitted at once, and return the stamps.
 
         The first stamp is taken right before the batch is handed to the engine and the last
-        one after its outputs are on the host, with the device synchronized.
+        one after its outputs are on the host, with the device synchronized. Per-sequence first and
+        last token stamps are returned where the engine can tell them (docs/measurement.md).
         """
 
     def close(self) -> None:

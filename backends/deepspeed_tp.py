@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-from backends.base import DEVICES, BackendOptions, Placement, resolve_device
-from backends.hf import HFBackend, device_sync
+from backends.base import Placement, resolve_device
+from backends.hf import GenerateOptions, HFBackend, device_sync
 from harness import weights
 from harness.config import DTYPES, opt
 from harness.errors import UserError
@@ -36,8 +36,7 @@ OPTION_KEYS = {
 
 
 @dataclass
-class DeepSpeedOptions(BackendOptions):
-    device: str = opt("auto", help="auto (cuda when present, else cpu) | cpu | cuda.")
+class DeepSpeedOptions(GenerateOptions):
     tp_size: Optional[int] = opt(
         None, help=f"Tensor-parallel ranks; default: every visible GPU, or {CPU_DEFAULT_RANKS} ranks on the CPU "
         "(gloo plus DeepSpeed's shared-memory all-reduce)."
@@ -51,13 +50,8 @@ class DeepSpeedOptions(BackendOptions):
     )
     init_inference: Dict[str, Any] = opt(factory=dict, help="Passed through to deepspeed.init_inference.")
 
-    # What HFBackend.run's generation config reads: DeepSpeed runs HF generate with its dynamic cache, uncompiled.
-    cache_implementation: ClassVar[str] = "dynamic"
-    compile: ClassVar[bool] = False
-
     def validate(self, key: str) -> None:
-        if self.device not in DEVICES:
-            raise UserError(f"{key}.device: {self.device!r} is not one of {', '.join(DEVICES)}")
+        super().validate(key)
         for name in ("tp_size", "max_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -78,6 +72,12 @@ class DeepSpeedBackend(HFBackend):
     Options = DeepSpeedOptions
     distributed = True
     harness_random_weights = True
+
+    def static_cache(self) -> bool:
+        return False
+
+    def compiled(self) -> bool:
+        return False
 
     def __init__(self, options: DeepSpeedOptions, model: ModelSpec, shape):
         super().__init__(options, entry_model(options, model), shape)
@@ -143,7 +143,7 @@ class DeepSpeedBackend(HFBackend):
         """The HF model to hand to DeepSpeed, and whether its random weights are still to be filled per shard."""
         from transformers import AutoModelForCausalLM
 
-        kwargs = dict(dtype=self.model.torch_dtype, attn_implementation="sdpa")
+        kwargs = dict(dtype=self.model.torch_dtype, attn_implementation=self.options.attn_implementation)
         if self.model.weights == "pretrained":
             # DeepSpeed's AutoTP path: every rank loads the checkpoint on the host, then keeps its shard.
             return AutoModelForCausalLM.from_pretrained(self.model.source, **kwargs), False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from transformers.generation.streamers import BaseStreamer
 
@@ -21,9 +21,21 @@ ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_a
 
 
 @dataclass
-class HFOptions(BackendOptions):
+class GenerateOptions(BackendOptions):
+    """Options of every engine timed through HF `generate` (hf, accelerate, deepspeed)."""
+
     device: str = opt("auto", help="auto (cuda when present, else cpu) | cpu | cuda.")
     attn_implementation: str = opt("sdpa", help=" | ".join(ATTENTIONS) + ".")
+
+    def validate(self, key: str) -> None:
+        for name, allowed in (("device", DEVICES), ("attn_implementation", ATTENTIONS)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise UserError(f"{key}.{name}: {value!r} is not one of {', '.join(allowed)}")
+
+
+@dataclass
+class HFOptions(GenerateOptions):
     cache_implementation: str = opt(
         "dynamic", help="dynamic: the KV cache grows each step; static: preallocated, what `compile` needs."
     )
@@ -32,11 +44,10 @@ class HFOptions(BackendOptions):
     )
 
     def validate(self, key: str) -> None:
-        for name, allowed in (("device", DEVICES), ("attn_implementation", ATTENTIONS),
-                              ("cache_implementation", CACHES)):
-            value = getattr(self, name)
-            if value not in allowed:
-                raise UserError(f"{key}.{name}: {value!r} is not one of {', '.join(allowed)}")
+        super().validate(key)
+        if self.cache_implementation not in CACHES:
+            raise UserError(f"{key}.cache_implementation: {self.cache_implementation!r} is not one of "
+                            f"{', '.join(CACHES)}")
         if self.compile and self.cache_implementation != "static":
             raise UserError(f"{key}.compile: true needs {key}.cache_implementation: static")
 
@@ -100,29 +111,45 @@ class HFBackend(Backend):
         timed, the EOS ids to mask, and how to wait for the device."""
         self.net = net
         self.eos_ids = _eos_ids(self.model.hf_config)
-        self._configs: Dict[int, object] = {}
+        pad = getattr(self.model.hf_config, "pad_token_id", None)
+        self.pad_id = pad if isinstance(pad, int) else self.eos_ids[0]
+        self._configs: Dict[tuple, object] = {}
         self._sync = sync
 
     def run(self, batch: BatchSpec) -> BatchTiming:
         import torch
 
-        input_ids = torch.tensor(batch.prompts, dtype=torch.long, device=self.placement.device)
+        input_ids, attention_mask = self._inputs(batch)
+        config = self._generation_config(batch)
         clock = StepClock(self._sync)
         with torch.inference_mode():
+            if batch.seeds:
+                torch.manual_seed(batch.seeds[0])  # generate samples from one global generator: a seed per batch
             self._sync()
             start = time.perf_counter()
-            out = self.net.generate(
-                input_ids,
-                attention_mask=torch.ones_like(input_ids),
-                generation_config=self._generation_config(batch.output_length),
-                streamer=clock,
-            )
+            out = self.net.generate(input_ids, attention_mask=attention_mask, generation_config=config,
+                                    streamer=clock)
             self._sync()
             end = time.perf_counter()
-        generated = out[:, batch.input_length:].tolist()
-        produced = tokens_produced(generated, self.eos_ids, batch.output_length)
-        return BatchTiming(start, clock.stamps[0], clock.stamps[-1], end, produced,
-                           token_ids=tuple(map(tuple, generated)))
+        generated = out[:, input_ids.shape[1]:].tolist()
+        produced = tokens_produced(generated, self.eos_ids, batch.max_tokens)
+        # Every sequence gets its first token in the same step; each one's last is the step of its own last token
+        # (a static batch keeps stepping until its longest sequence is done).
+        last = tuple(clock.stamps[n - 1] for n in produced)
+        return BatchTiming(start, clock.stamps[0], max(last), end, produced,
+                           request_first_token_s=(clock.stamps[0],) * batch.batch_size, request_last_token_s=last,
+                           token_ids=tuple(tuple(row[:n]) for row, n in zip(generated, produced)))
+
+    def _inputs(self, batch: BatchSpec):
+        """Ids left-padded to the longest prompt, with the mask that hides the padding: generate appends
+        after the last column, so every prompt must end there."""
+        import torch
+
+        width = max(batch.input_tokens)
+        ids = [[self.pad_id] * (width - len(p)) + list(p) for p in batch.prompts]
+        mask = [[0] * (width - len(p)) + [1] * len(p) for p in batch.prompts]
+        device = self.placement.device
+        return torch.tensor(ids, dtype=torch.long, device=device), torch.tensor(mask, dtype=torch.long, device=device)
 
     def runtime_info(self) -> dict:
         import torch
@@ -142,28 +169,33 @@ class HFBackend(Backend):
         if self.placement.device == "cuda":
             torch.cuda.empty_cache()
 
-    def _generation_config(self, output_length: int):
-        """Greedy, exactly `output_length` tokens: EOS is masked out until then (min == max)."""
-        if output_length not in self._configs:
+    def static_cache(self) -> bool:
+        """Engines built on this one (accelerate, deepspeed) run generate's dynamic cache."""
+        return self.options.cache_implementation == "static"
+
+    def compiled(self) -> bool:
+        return self.options.compile
+
+    def _generation_config(self, batch: BatchSpec):
+        """Up to the batch's largest budget; forced: EOS is masked out until then (min == max). Greedy unless the
+        sweep samples (top_k 0 turns HF's default top-k of 50 off)."""
+        key = (batch.max_output_tokens, batch.forced, batch.sampling)
+        if key not in self._configs:
             from transformers import CompileConfig, GenerationConfig
 
+            n, s = batch.max_output_tokens, batch.sampling
+            sampling = {} if s.greedy else dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k)
             config = GenerationConfig(
-                max_new_tokens=output_length,
-                min_new_tokens=output_length,
-                do_sample=False,
-                num_beams=1,
-                use_cache=True,
-                eos_token_id=self.eos_ids,
-                pad_token_id=self.eos_ids[0],
-                cache_implementation="static" if self.options.cache_implementation == "static" else None,
-                disable_compile=not self.options.compile,
+                max_new_tokens=n, min_new_tokens=n if batch.forced else None, do_sample=not s.greedy, num_beams=1,
+                use_cache=True, eos_token_id=self.eos_ids, pad_token_id=self.pad_id, **sampling,
+                cache_implementation="static" if self.static_cache() else None, disable_compile=not self.compiled(),
             )
-            if self.options.compile:
+            if self.compiled():
                 config.compile_config = CompileConfig()
                 # HF only auto-compiles on accelerators; the flag opts CPU in, so the option means the same everywhere.
                 config.compile_config._compile_all_devices = True
-            self._configs[output_length] = config
-        return self._configs[output_length]
+            self._configs[key] = config
+        return self._configs[key]
 
 
 def device_sync(device: str) -> Callable[[], None]:
@@ -180,11 +212,11 @@ def _eos_ids(hf_config) -> List[int]:
     return list(eos) if isinstance(eos, (list, tuple)) else [eos]
 
 
-def tokens_produced(generated: List[List[int]], eos_ids: List[int], requested: int) -> Tuple[int, ...]:
-    """Real tokens per sequence: up to and including the first EOS (the rest is padding)."""
+def tokens_produced(generated: List[List[int]], eos_ids: List[int], budgets: Sequence[int]) -> Tuple[int, ...]:
+    """Real tokens per sequence: up to and including the first EOS (the rest is padding), at most its budget."""
     eos = set(eos_ids)
     counts = []
-    for row in generated:
+    for row, budget in zip(generated, budgets):
         stop = next((i + 1 for i, token in enumerate(row) if token in eos), len(row))
-        counts.append(min(stop, requested))
+        counts.append(min(stop, budget))
     return tuple(counts)

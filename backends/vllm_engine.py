@@ -76,6 +76,17 @@ class VLLMOptions(BackendOptions):
                 raise UserError(f"{key}.engine_args.{arg}: set by the harness (allowed: any other EngineArgs field)")
 
 
+def sampling_params(batch: BatchSpec) -> List[Any]:
+    """One SamplingParams per request: its own budget and seed; forced lengths ignore EOS (min == max)."""
+    from vllm import SamplingParams
+
+    s = batch.sampling
+    seeds = batch.seeds or (None,) * batch.batch_size
+    return [SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed, max_tokens=n,
+                           min_tokens=n if batch.forced else 0, ignore_eos=batch.forced, detokenize=False)
+            for n, seed in zip(batch.max_tokens, seeds)]
+
+
 def split_cores(cores: List[int], ranks: int) -> str:
     """vLLM's per-rank core lists, e.g. [0, 1, 2, 3] over 2 ranks -> '0,1|2,3'."""
     per_rank = max(1, len(cores) // ranks)
@@ -163,12 +174,10 @@ class VLLMBackend(Backend):
                                f"({ours.implementation})")
 
     def run(self, batch: BatchSpec) -> BatchTiming:
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        prompts = [TokensPrompt(prompt_token_ids=p) for p in batch.prompts]
-        n = batch.output_length
-        params = SamplingParams(temperature=0.0, max_tokens=n, min_tokens=n, ignore_eos=True, detokenize=False)
+        prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in batch.prompts]
+        params = sampling_params(batch)
         start = time.perf_counter()
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         end = time.perf_counter()
@@ -180,12 +189,11 @@ class VLLMBackend(Backend):
         metrics = [o.metrics for o in outputs]
         if any(m is None or not m.first_token_ts for m in metrics):
             raise RuntimeError("vLLM returned no per-request timestamps (RequestOutput.metrics is empty)")
-        first, last = max(m.first_token_ts for m in metrics), max(m.last_token_ts for m in metrics)
-        if not start <= min(m.scheduled_ts for m in metrics) <= last <= end:
+        firsts, lasts = tuple(m.first_token_ts for m in metrics), tuple(m.last_token_ts for m in metrics)
+        if not start <= min(m.scheduled_ts for m in metrics) <= max(lasts) <= end:
             raise RuntimeError("vLLM's timestamps fall outside the host's window around generate(): clock mismatch")
         token_ids = tuple(tuple(o.outputs[0].token_ids) for o in outputs)
-        requests = tuple(m.first_token_ts - start for m in metrics)
-        return BatchTiming(start, first, last, end, tuple(map(len, token_ids)), requests, token_ids)
+        return BatchTiming(start, max(firsts), max(lasts), end, tuple(map(len, token_ids)), firsts, lasts, token_ids)
 
     def cannot_run(self, batch_size: int, input_length: int, output_length: int) -> Optional[str]:
         """A batch the engine cannot hold at once would be queued or preempted: no longer one static batch."""

@@ -19,18 +19,19 @@ import torch  # noqa: E402
 
 from backends.hf import HFBackend, HFOptions  # noqa: E402
 from harness.config import ModelConfig  # noqa: E402
-from harness.inputs import allowed_token_ids, make_prompts  # noqa: E402
 from harness.models import resolve_model  # noqa: E402
-from harness.sweep import SweepShape
+from harness.sweep import SweepShape  # noqa: E402
 from harness.timing import BatchSpec  # noqa: E402
+from workloads.random_ids import allowed_token_ids, make_prompts  # noqa: E402
 
 
 def bare_generate_ms(backend: HFBackend, spec: BatchSpec) -> float:
     input_ids = torch.tensor(spec.prompts)
+    n = spec.max_output_tokens
     with torch.inference_mode():
         start = time.perf_counter()
-        backend.net.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=spec.output_length,
-                             min_new_tokens=spec.output_length, do_sample=False, pad_token_id=backend.eos_ids[0])
+        backend.net.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=n,
+                             min_new_tokens=n, do_sample=False, pad_token_id=backend.eos_ids[0])
         return (time.perf_counter() - start) * 1e3
 
 
@@ -49,7 +50,7 @@ def main() -> None:
     harness_ms, bare_ms = [], []
     for i in range(args.rounds + 2):
         prompts = make_prompts(allowed, 0, args.batch_size, args.input_length, args.output_length, "timed", i)
-        spec = BatchSpec(prompts, args.output_length)
+        spec = BatchSpec(prompts, (args.output_length,) * args.batch_size)
         pair = [lambda s=spec: backend.run(s).latency_ms, lambda s=spec: bare_generate_ms(backend, s)]
         first, second = (pair if i % 2 == 0 else pair[::-1])
         a, b = first(), second()

@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
+import backends
+import workloads
 from harness.config import SweepConfig, load_config, to_plain
 from harness.console import console, print_plan
 from harness.errors import UserError
-from harness.models import check_lengths, resolve_model
+from harness.models import resolve_model
 from harness.session import SweepOptions, check_resumable, run_sweep
 from harness.sweep import plan_sweep
 from harness.writers import ResultsDir
@@ -67,12 +69,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         args = parse_args(argv)
         if args.collect:
             return collect(args.collect, args.output_dir or RESULTS_ROOT)
-        config = load_config(args.config, args.overrides)
+        config = load_config(args.config, args.overrides, backends.REGISTRY, workloads.REGISTRY)
         model = resolve_model(config.model)
-        check_lengths(config, model)
+        workload = workloads.build_workload(config, model)
         if args.mcli:
             return launch_remote(config, args.mcli, args.submit)
-        plans = plan_sweep(config, model)
+        plans = plan_sweep(config, model, backends.REGISTRY, workload)
         if args.dry_run:
             print_plan(plans)
             return 0
@@ -83,7 +85,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    options = SweepOptions(argv, plots=not args.no_plots, log_markers=args.emit_log_markers)
+    options = SweepOptions(argv, plots=not args.no_plots)
+    if args.emit_log_markers:
+        from mosaic.logmarkers import LogMarkers
+
+        options.observer = LogMarkers()
     return run_sweep(config, model, plans, out, done, previous, options)
 
 
@@ -93,7 +99,7 @@ def default_output_dir(config: SweepConfig) -> Path:
 
 def launch_remote(config: SweepConfig, templates: List[Path], submit: bool) -> int:
     """One platform run per compute template; a dry run prints them, `--submit` creates them."""
-    from harness import mosaic
+    import mosaic.runs as mosaic
 
     runs = mosaic.build_run_configs(to_plain(config), templates)
     if not submit:
@@ -107,7 +113,7 @@ def launch_remote(config: SweepConfig, templates: List[Path], submit: bool) -> i
 
 
 def collect(run_names: List[str], output_root: Path) -> int:
-    from harness import mosaic
+    import mosaic.runs as mosaic
 
     for folder in mosaic.collect(run_names, output_root):
         console.print(f"{folder}/  (plot with: python -m plots {folder})")

@@ -20,6 +20,9 @@ from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBas
 
 from harness.errors import UserError
 
+if typing.TYPE_CHECKING:
+    from harness.registry import Registry
+
 DTYPES = ("bf16", "fp16", "fp32")
 WEIGHTS = ("random", "pretrained")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -43,6 +46,20 @@ class ModelConfig:
     )
     dtype: str = opt("bf16", help="bf16 | fp16 | fp32.")
     overrides: Dict[str, Any] = opt(factory=dict, help="Architecture fields to change, e.g. {num_hidden_layers: 2}.")
+    tokenizer: Optional[str] = opt(
+        None, help="Tokenizer folder or hub id for a prompt file; default: name_or_path, or the preset's own "
+        "tokenizer where it ships one (tiny-llama)."
+    )
+
+
+@dataclass
+class SamplingConfig:
+    """The same for every backend. The default is greedy: deterministic, and engines can be cross-checked."""
+
+    temperature: float = opt(0.0, help="0: greedy; above 0: sample from the softmax at this temperature.")
+    top_p: float = opt(1.0, help="Nucleus sampling: keep the smallest set of tokens holding this probability.")
+    top_k: int = opt(0, help="Keep only the k most likely tokens; 0: off.")
+    seed: int = opt(0, help="Per-request sampling seeds derive from it, so sampled runs repeat where engines allow.")
 
 
 @dataclass
@@ -61,8 +78,17 @@ class SweepConfig:
         factory=lambda: [{"name": "hf"}], help="Engines to measure: each entry has `name` and that backend's options."
     )
     batch_sizes: List[int] = opt(help="Sequences per batch, all submitted together.")
-    input_lengths: List[int] = opt(help="Prompt tokens per sequence.")
-    output_lengths: List[int] = opt(help="Generated tokens per sequence, forced exactly.")
+    workload: Any = opt(
+        factory=lambda: {"prompts": "random"}, help="What the prompts are: random token ids (default) or a prompt "
+        "file through a template; see workloads/."
+    )
+    sampling: SamplingConfig = opt(factory=SamplingConfig, help="How tokens are picked (default: greedy).")
+    input_lengths: Optional[List[int]] = opt(
+        None, help="Prompt tokens per sequence, for random prompts (a prompt file sets its own lengths)."
+    )
+    output_lengths: List[int] = opt(
+        help="Generated tokens per sequence: forced exactly, or a cap with workload.stop_at_eos."
+    )
     num_batches: int = opt(5, help="Timed batches per point.")
     num_warmup_batches: int = opt(1, help="Untimed batches per point before the timed ones.")
     seed: int = opt(0, help="Seeds the random prompts (and random weights).")
@@ -81,17 +107,31 @@ class SweepConfig:
     output: OutputConfig = opt(factory=OutputConfig, help="Where results go besides the local folder.")
 
 
-def load_config(path: str | Path, overrides: List[str]) -> SweepConfig:
-    """Read a sweep YAML, apply dotlist overrides, check shape and values."""
+def load_config(path: str | Path, overrides: List[str], backends: "Registry", workloads: "Registry") -> SweepConfig:
+    """Read a sweep YAML, apply dotlist overrides, check shape and values.
+
+    The registries (backends.REGISTRY, workloads.REGISTRY) turn the `backends` entries and the
+    `workload` section into their typed options; a workload's file paths are resolved against the
+    YAML's folder first, then the working directory.
+    """
     raw = read_yaml_mapping(Path(path))
     for item in overrides:
         _apply_override(raw, item)
     config = to_dataclass(SweepConfig, raw)
-    from backends import resolve_options  # the registry, imported late: it may import torch
-
-    config.backends = [resolve_options(entry, f"backends[{i}]") for i, entry in enumerate(config.backends)]
+    config.backends = [backends.options(entry, f"backends[{i}]") for i, entry in enumerate(config.backends)]
+    config.workload = workloads.options(config.workload, "workload", name=workload_kind(config.workload))
+    config.workload.resolve_paths(Path(path).parent)
     validate(config)
     return config
+
+
+def workload_kind(workload: Any) -> str:
+    """`workload.prompts: random` picks the random workload; anything else names a prompt file.
+
+    `workload` is the raw section (a mapping) or its resolved options."""
+    default = "random"
+    prompts = workload.get("prompts", default) if isinstance(workload, dict) else getattr(workload, "prompts", default)
+    return "random" if prompts == "random" else "prompts"
 
 
 def to_dataclass(schema: type, raw: Any, prefix: str = "") -> Any:
@@ -189,8 +229,10 @@ def validate(config: SweepConfig) -> None:
             f"benchmark_name: {config.benchmark_name!r} is not allowed (letters, digits, '.', '_', '-'; "
             "it names a folder)"
         )
-    for key in ("batch_sizes", "input_lengths", "output_lengths"):
+    for key in ("batch_sizes", "output_lengths"):
         _check_positive_list(key, getattr(config, key))
+    if config.input_lengths is not None:
+        _check_positive_list("input_lengths", config.input_lengths)
     if config.num_batches < 1:
         raise UserError(f"num_batches: must be at least 1, got {config.num_batches}")
     if config.num_warmup_batches < 0:
@@ -201,6 +243,8 @@ def validate(config: SweepConfig) -> None:
     if not 0 < config.memory_fraction <= 1:
         raise UserError(f"memory_fraction: must be in (0, 1], got {config.memory_fraction}")
     _validate_model(config.model)
+    _validate_sampling(config.sampling)
+    config.workload.validate(config)
     _validate_backends(config.backends)
     if config.output.upload_uri:
         _validate_upload_uri(config.output.upload_uri)
@@ -240,6 +284,15 @@ def _validate_model(model: ModelConfig) -> None:
         raise UserError("model: missing; set model.preset (see harness/presets/) or model.name_or_path")
     if model.weights == "pretrained" and not model.name_or_path:
         raise UserError("model.weights: 'pretrained' needs model.name_or_path (presets have no weights)")
+
+
+def _validate_sampling(sampling: SamplingConfig) -> None:
+    if sampling.temperature < 0:
+        raise UserError(f"sampling.temperature: must be 0 (greedy) or more, got {sampling.temperature}")
+    if not 0 < sampling.top_p <= 1:
+        raise UserError(f"sampling.top_p: must be in (0, 1], got {sampling.top_p}")
+    if sampling.top_k < 0:
+        raise UserError(f"sampling.top_k: must be 0 (off) or more, got {sampling.top_k}")
 
 
 def _validate_backends(entries: List[Any]) -> None:

@@ -29,12 +29,23 @@ def identical_share(a: Tokens, b: Tokens) -> Optional[float]:
 
 
 class TokenCrossCheck:
-    def __init__(self, plans: Sequence[EntryPlan], model_weights: str, path: Path):
+    def __init__(self, plans: Sequence[EntryPlan], model_weights: str, path: Path, greedy: bool):
         self.reference = plans[0].label
+        # Sampled tokens differ between engines by design (each has its own generator): nothing to compare.
+        self.greedy = greedy
         self.comparable = {p.label for p in plans
-                           if model_weights == "pretrained" or p.backend_cls.harness_random_weights}
+                           if greedy and (model_weights == "pretrained" or p.backend_cls.harness_random_weights)}
         self.path = path
         self.tokens: Dict[Tuple, Tokens] = self._load()
+
+    def describe(self) -> str:
+        """Why `tokens_identical_share` is filled or left empty, for the manifest."""
+        if not self.greedy:
+            return "off: sampling.temperature > 0, so engines draw different tokens by design"
+        others = sorted(self.comparable - {self.reference})
+        if self.reference not in self.comparable or not others:
+            return f"off: no other entry holds the same weights as {self.reference}"
+        return f"tokens of {', '.join(others)} compared with {self.reference}'s (same weights, greedy)"
 
     def annotate(self, result: PointResult) -> None:
         """Record the reference's tokens, or fill `tokens_identical_share` for any other comparable entry."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, List
 
-from harness.config import ModelConfig, SweepConfig
+from harness.config import ModelConfig
 from harness.errors import UserError, known_names
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -113,16 +113,6 @@ def architecture(hf_config) -> Dict[str, Any]:
             "intermediate_size": getattr(c, "intermediate_size", None), "num_attention_heads": heads,
             "num_key_value_heads": getattr(c, "num_key_value_heads", None) or heads,
             "head_dim": getattr(c, "head_dim", None) or c.hidden_size // heads, "vocab_size": c.vocab_size}
-
-
-def check_lengths(config: SweepConfig, model: ModelSpec) -> None:
-    """Every input + output must fit the model's positions; name the worst pair if not."""
-    longest = max(config.input_lengths) + max(config.output_lengths)
-    if longest > model.max_positions:
-        raise UserError(
-            f"input_lengths/output_lengths: {max(config.input_lengths)} + {max(config.output_lengths)} = {longest} "
-            f"tokens exceeds {model.label}'s max_position_embeddings ({model.max_positions})"
-        )
 
 
 def _load_hf_config(source: str):

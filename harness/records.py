@@ -28,12 +28,27 @@ class RunContext:
 
 @dataclass(frozen=True)
 class BatchSample:
+    """One timed batch: its batch-level times and, per sequence, tokens in and out and the engine's stamps."""
+
     batch_index: int
     latency_ms: float
     ttft_ms: float
     tpot_ms: Optional[float]
-    min_output_tokens: int
+    input_tokens: Tuple[int, ...]
+    output_tokens: Tuple[int, ...]
     request_ttfts_ms: Optional[Tuple[float, ...]] = None
+    request_latencies_ms: Optional[Tuple[float, ...]] = None
+
+    @property
+    def min_output_tokens(self) -> int:
+        return min(self.output_tokens)
+
+    def request_tpots_ms(self) -> Tuple[float, ...]:
+        """Per sequence: (its last token - its first) / (its tokens - 1); sequences of one token have none."""
+        if self.request_ttfts_ms is None or self.request_latencies_ms is None:
+            return ()
+        return tuple((last - first) / (n - 1) for first, last, n in
+                     zip(self.request_ttfts_ms, self.request_latencies_ms, self.output_tokens) if n > 1)
 
 
 @dataclass
@@ -55,10 +70,13 @@ class PointResult:
         assert self.status in STATUSES, self.status
 
     @property
-    def key(self) -> Tuple[str, int, int, int]:
+    def key(self) -> PointKey:
         """Identity of the row in results.csv, used by `--resume`."""
         return point_key(self.context.backend, self.point)
 
 
-def point_key(backend: str, point: SweepPoint) -> Tuple[str, int, int, int]:
-    return (backend, point.batch_size, point.input_length, point.output_length)
+PointKey = Tuple[str, str, int, int, int]
+
+
+def point_key(backend: str, point: SweepPoint) -> PointKey:
+    return (backend, point.workload, point.batch_size, point.input_length, point.output_length)

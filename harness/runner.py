@@ -15,13 +15,10 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from harness.config import SweepConfig
 from harness.errors import ShortOutputError
-from harness.inputs import allowed_token_ids, make_prompts
 from harness.models import ModelSpec
 from harness.records import BatchSample, PointResult, RunContext, point_key
-from harness.sweep import EntryPlan, PlannedPoint, SweepPoint, sweep_shape
+from harness.sweep import EntryPlan, PlannedPoint, SweepPoint
 from harness.timing import BatchSpec, BatchTiming
-
-
 
 class RunEvents:
     """What a runner reports as it goes. In-process, only results matter; a worker forwards all of it."""
@@ -46,7 +43,7 @@ class EntryRunner:
     def __init__(self, plan: EntryPlan, model: ModelSpec, config: SweepConfig, context: RunContext,
                  events: RunEvents):
         self.plan, self.model, self.config, self.context, self.events = plan, model, config, context, events
-        self.allowed = allowed_token_ids(model.hf_config.vocab_size, model.special_token_ids)
+        self.workload = plan.workload
         self.smallest_oom: Dict[Tuple[int, int], int] = {}
         self.backend = None
         self.load_time_s: Optional[float] = None
@@ -72,7 +69,7 @@ class EntryRunner:
         if self.load_error is not None:
             return self._result(pp, *self.load_error)
         p = pp.point
-        reason = self.backend.cannot_run(p.batch_size, p.input_length, p.output_length)
+        reason = self.backend.cannot_run(p.batch_size, self.workload.longest_input(p), p.output_length)
         if reason:
             return self._result(pp, "skipped", reason)
         return self._measure(pp)
@@ -81,7 +78,7 @@ class EntryRunner:
         self.events.loading()
         start = time.perf_counter()
         try:
-            backend = self.plan.backend_cls(self.plan.options, self.model, sweep_shape(self.config))
+            backend = self.plan.backend_cls(self.plan.options, self.model, self.plan.shape)
             backend.load()
         except Exception as e:
             status = "oom" if is_oom(e) else "error"
@@ -110,20 +107,17 @@ class EntryRunner:
 
     def _time_point(self, point: SweepPoint) -> List[BatchSample]:
         for i in range(self.config.num_warmup_batches):
-            check_output(self.backend.run(self._batch(point, "warmup", i)), point)
+            batch = self.workload.batch(point, "warmup", i)
+            check_output(self.backend.run(batch), batch)
         samples = []
         for i in range(self.config.num_batches):
-            timing = self.backend.run(self._batch(point, "timed", i))
-            check_output(timing, point)
-            samples.append(to_sample(i, timing, point))
+            batch = self.workload.batch(point, "timed", i)
+            timing = self.backend.run(batch)
+            check_output(timing, batch)
+            samples.append(to_sample(i, timing, batch))
             if i == 0:
                 self.first_token_ids = timing.token_ids
         return samples
-
-    def _batch(self, point: SweepPoint, phase: str, index: int) -> BatchSpec:
-        prompts = make_prompts(self.allowed, self.config.seed, point.batch_size, point.input_length,
-                               point.output_length, phase, index)
-        return BatchSpec(prompts, point.output_length)
 
     def _oom_skip_reason(self, point: SweepPoint) -> Optional[str]:
         smallest = self.smallest_oom.get((point.input_length, point.output_length))
@@ -146,19 +140,21 @@ class EntryRunner:
         )
 
 
-def check_output(timing: BatchTiming, point: SweepPoint) -> None:
-    """A short sequence makes the point's numbers meaningless: fail the point rather than report them."""
-    if len(timing.output_tokens) != point.batch_size:
-        raise ShortOutputError(f"got {len(timing.output_tokens)} outputs for a batch of {point.batch_size}")
-    shortest = min(timing.output_tokens)
-    if shortest != point.output_length:
-        raise ShortOutputError(f"a sequence produced {shortest} tokens, {point.output_length} were forced")
+def check_output(timing: BatchTiming, batch: BatchSpec) -> None:
+    """A forced sequence that came back short, or any sequence over its budget, makes the point's numbers
+    meaningless: fail the point rather than report them."""
+    if len(timing.output_tokens) != batch.batch_size:
+        raise ShortOutputError(f"got {len(timing.output_tokens)} outputs for a batch of {batch.batch_size}")
+    for got, budget in zip(timing.output_tokens, batch.max_tokens):
+        if batch.forced and got != budget:
+            raise ShortOutputError(f"a sequence produced {got} tokens, {budget} were forced")
+        if not 1 <= got <= budget:
+            raise ShortOutputError(f"a sequence produced {got} tokens, outside 1..{budget}")
 
 
-def to_sample(index: int, timing: BatchTiming, point: SweepPoint) -> BatchSample:
-    requests = tuple(t * 1e3 for t in timing.request_ttfts_s) if timing.request_ttfts_s else None
-    return BatchSample(index, timing.latency_ms, timing.ttft_ms, timing.tpot_ms(point.output_length),
-                       min(timing.output_tokens), requests)
+def to_sample(index: int, timing: BatchTiming, batch: BatchSpec) -> BatchSample:
+    return BatchSample(index, timing.latency_ms, timing.ttft_ms, timing.tpot_ms, batch.input_tokens,
+                       timing.output_tokens, timing.request_ttfts_ms(), timing.request_latencies_ms())
 
 
 def is_oom(e: BaseException) -> bool:

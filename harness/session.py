@@ -9,7 +9,6 @@ import dataclasses
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from harness import logmarkers
 from harness.config import SweepConfig, to_plain
 from harness.console import SweepProgress, console, print_summary, warn_unavailable
 from harness.crosscheck import TokenCrossCheck
@@ -24,14 +23,27 @@ from harness.worker import WorkerJob
 from harness.writers import ResultsDir, read_rows, result_row
 
 # Keys whose change makes earlier rows incomparable with new ones.
-RESUME_KEYS = ("benchmark_name", "model", "num_batches", "num_warmup_batches", "seed")
+RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "num_warmup_batches", "seed")
+
+
+class SweepObserver:
+    """Hooks a launcher adds to a sweep (a platform run prints rows into its log); the core knows no platform."""
+
+    def started(self, out: ResultsDir) -> None:
+        """The results folder exists and holds the manifest."""
+
+    def point_written(self) -> None:
+        """A point's rows were appended to the CSVs."""
+
+    def finished(self) -> None:
+        """The sweep ended: every file is complete."""
 
 
 @dataclasses.dataclass
 class SweepOptions:
     argv: List[str]
     plots: bool = True
-    log_markers: bool = False  # also print every row into stdout, for runs whose log is all that comes back
+    observer: SweepObserver = dataclasses.field(default_factory=SweepObserver)
 
 
 def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:
@@ -49,13 +61,15 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
               previous: dict, options: SweepOptions) -> int:
     manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(model),
                               [_entry_info(p) for p in plans])
+    crosscheck = TokenCrossCheck(plans, model.weights, out.path / "tokens.jsonl", config.sampling.temperature == 0)
+    manifest["workload"] = plans[0].workload.manifest()
+    manifest["token_crosscheck"] = crosscheck.describe()
     if previous:
         manifest["previous_runs"] = previous.pop("previous_runs", []) + [previous]
     out.write_manifest(manifest)
-    markers = LogMarkers(out) if options.log_markers else None
+    options.observer.started(out)
     warn_unavailable(plans)
     statuses, interrupted = [], False
-    crosscheck = TokenCrossCheck(plans, model.weights, out.path / "tokens.jsonl")
     todo = sum(point_key(p.label, pp.point) not in done for p in plans for pp in p.points)
     with SweepProgress(todo) as progress:
         def emit(result: PointResult) -> None:
@@ -63,8 +77,7 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
             out.write_point(result)
             statuses.append(result.status)
             progress.point_done(result_row(result))
-            if markers:
-                markers.rows()
+            options.observer.point_written()
 
         try:
             for plan, entry in zip(plans, manifest["backends"]):
@@ -74,21 +87,19 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
             interrupted = True
     manifest.update(end_time=now_iso(), interrupted=interrupted)
     out.write_manifest(manifest)
-    _finish(out, options, markers, config.output.upload_uri)
+    _finish(out, options, config.output.upload_uri)
     if interrupted:
         console.print("Interrupted: finished points are saved; rerun with --resume --output-dir to complete.")
         return 130
     return 1 if "error" in statuses else 0
 
 
-def _finish(out: ResultsDir, options: SweepOptions, markers: Optional["LogMarkers"],
-            upload_uri: Optional[str]) -> None:
+def _finish(out: ResultsDir, options: SweepOptions, upload_uri: Optional[str]) -> None:
     print_summary(read_rows(out.results_csv))
     console.print(f"Results in {out.path}/ (results.csv, samples.csv, manifest.json)")
     if options.plots:
         draw_charts(out.path)
-    if markers:
-        markers.files()
+    options.observer.finished()
     if upload_uri:
         upload(out.path, upload_uri)
 
@@ -118,24 +129,6 @@ def draw_charts(folder: Path) -> None:
         console.print(f"warning: no charts: {e}", style="yellow")
         return
     console.print(f"Charts and report in {report.parent}/ (open {report.name})")
-
-
-class LogMarkers:
-    """Rows and files printed between markers, so `--collect` can rebuild results from a run's log alone."""
-
-    def __init__(self, out: ResultsDir):
-        self.out = out
-        self.tails = [logmarkers.CsvTail(out.samples_csv), logmarkers.CsvTail(out.results_csv)]
-        logmarkers.write(logmarkers.emit_path(out.manifest_json))
-
-    def rows(self) -> None:
-        for tail in self.tails:
-            logmarkers.write(tail.emit_new())
-
-    def files(self) -> None:
-        for path in (self.out.results_csv, self.out.samples_csv, self.out.manifest_json):
-            if path.exists():
-                logmarkers.write(logmarkers.emit_path(path))
 
 
 def run_entry(plan: EntryPlan, model: ModelSpec, config: SweepConfig, done: set,

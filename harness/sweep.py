@@ -12,15 +12,22 @@ from typing import List, Optional
 from harness.config import SweepConfig
 from harness.memory import GiB, MemoryEstimate, available_bytes, usable_cpus
 from harness.models import ModelSpec
+from harness.registry import Registry
 
 
 @dataclass(frozen=True, order=True)
 class SweepPoint:
-    """One shape of the sweep. Ordered by lengths, then batch size, so batch sizes grow within a length pair."""
+    """One shape of the sweep. Ordered by lengths, then batch size, so batch sizes grow within a length pair.
+
+    `workload` names what the prompts are (`random`, or a prompt file with its template). For a prompt
+    file, `input_length` is the mean prompt length of the prompts the sweep draws from, and
+    `output_length` the output budget (forced, or a cap when EOS may stop a sequence).
+    """
 
     input_length: int
     output_length: int
     batch_size: int
+    workload: str = "random"
 
 
 @dataclass(frozen=True)
@@ -36,8 +43,10 @@ class SweepShape:
         return self.max_input_length + self.max_output_length
 
 
-def sweep_shape(config: SweepConfig) -> SweepShape:
-    return SweepShape(max(config.batch_sizes), max(config.input_lengths), max(config.output_lengths))
+def sweep_shape(points: List["PlannedPoint"], workload) -> SweepShape:
+    return SweepShape(max(pp.point.batch_size for pp in points),
+                      max(workload.longest_input(pp.point) for pp in points),
+                      max(pp.point.output_length for pp in points))
 
 
 @dataclass(frozen=True)
@@ -49,41 +58,46 @@ class PlannedPoint:
 
 @dataclass
 class EntryPlan:
-    """One backend entry of the sweep: its options, where it runs, and its points in run order."""
+    """One backend entry of the sweep: its options, where it runs, its points in run order, and the
+    workload (workloads/) every entry of the sweep shares, which makes each point's batches."""
 
     options: object
     backend_cls: type
     placement: object
     budget_bytes: int
     points: List[PlannedPoint]
+    workload: object
     unavailable: Optional[str] = None  # what this machine lacks to run the entry at all
+
+    @property
+    def shape(self) -> SweepShape:
+        return sweep_shape(self.points, self.workload)
 
     @property
     def label(self) -> str:
         return self.options.entry_label
 
 
-def sweep_points(config: SweepConfig) -> List[SweepPoint]:
-    shapes = itertools.product(config.input_lengths, config.output_lengths, config.batch_sizes)
-    return sorted(SweepPoint(i, o, b) for i, o, b in shapes)
+def sweep_points(config: SweepConfig, workload) -> List[SweepPoint]:
+    shapes = itertools.product(workload.input_lengths(), config.output_lengths, config.batch_sizes)
+    return sorted(SweepPoint(i, o, b, workload.name) for i, o, b in shapes)
 
 
-def plan_sweep(config: SweepConfig, model: ModelSpec) -> List[EntryPlan]:
-    from backends import backend_class
-
+def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, workload) -> List[EntryPlan]:
+    """`backends` is backends.REGISTRY and `workload` the sweep's built workload, handed down by the CLI."""
     plans = []
-    for options in config.backends:
-        cls = backend_class(options.name)
+    for i, options in enumerate(config.backends):
+        cls = backends.get(options.name, f"backends[{i}].name")
         placement = cls.resolve_placement(options)
         missing = _missing_devices(placement)
         free = 0 if missing else available_bytes(placement.device, placement.num_devices)
         budget = int(free * config.memory_fraction)
         points = []
-        for p in sweep_points(config):
-            estimate = cls.estimate_memory(options, model, p.batch_size, p.input_length, p.output_length)
+        for p in sweep_points(config, workload):
+            estimate = cls.estimate_memory(options, model, p.batch_size, workload.longest_input(p), p.output_length)
             reason = missing or _memory_skip(estimate, budget, placement.device, config)
             points.append(PlannedPoint(p, estimate, reason))
-        plans.append(EntryPlan(options, cls, placement, budget, points, missing))
+        plans.append(EntryPlan(options, cls, placement, budget, points, workload, missing))
     return plans
 
 

@@ -3,30 +3,66 @@
 All timestamps are `time.perf_counter()` seconds of the process that calls `run`; a
 backend on an accelerator synchronizes the device before reading the clock, so a
 stamp means "the work before it is done", not "the work before it was queued".
-The definitions of TTFT and TPOT below are the product's contract (DESIGN.md section 2)
+The definitions of TTFT and TPOT below are the product's contract (docs/measurement.md)
 and the same for every backend.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Optional, Sequence, Tuple
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How every backend picks the next token. The default is greedy, where engines can be cross-checked."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: off
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+GREEDY = Sampling()
 
 
 @dataclass(frozen=True)
 class BatchSpec:
-    """`batch_size` prompts of equal length, submitted together, each to produce exactly `output_length` tokens."""
+    """Prompts submitted together, with each sequence's output budget.
 
-    prompts: List[List[int]]
-    output_length: int
+    `forced`: every sequence produces exactly its `max_tokens` (EOS ignored); otherwise EOS may stop
+    it earlier. `seeds`: one sampling seed per sequence (derived from `sampling.seed`), so a sampled
+    run repeats wherever the engine takes per-request seeds.
+    """
+
+    prompts: Sequence[Sequence[int]]
+    max_tokens: Tuple[int, ...]
+    forced: bool = True
+    sampling: Sampling = GREEDY
+    seeds: Tuple[int, ...] = ()
+
+    def __post_init__(self):
+        assert len(self.max_tokens) == len(self.prompts), "one output budget per prompt"
 
     @property
     def batch_size(self) -> int:
         return len(self.prompts)
 
     @property
-    def input_length(self) -> int:
-        return len(self.prompts[0])
+    def input_tokens(self) -> Tuple[int, ...]:
+        return tuple(len(p) for p in self.prompts)
+
+    @property
+    def max_output_tokens(self) -> int:
+        return max(self.max_tokens)
+
+    @property
+    def uniform(self) -> bool:
+        """Every prompt the same length: no padding needed."""
+        return len(set(self.input_tokens)) == 1
 
 
 @dataclass(frozen=True)
@@ -36,7 +72,7 @@ class BatchTiming:
     `first_token_s`: every sequence of the batch has its first output token (prefill done).
     `last_token_s`: the batch's last output token has arrived.
     `output_tokens`: tokens each sequence actually produced, checked against the request.
-    `request_ttfts_s`: per-sequence first-token delays, where the engine reports them.
+    `request_first_token_s`, `request_last_token_s`: per-sequence stamps, where the engine gives them.
     `token_ids`: the generated ids per sequence, for cross-checking engines (not timed, not written per batch).
     """
 
@@ -45,7 +81,8 @@ class BatchTiming:
     last_token_s: float
     end_s: float
     output_tokens: Tuple[int, ...]
-    request_ttfts_s: Optional[Tuple[float, ...]] = field(default=None)
+    request_first_token_s: Optional[Tuple[float, ...]] = None
+    request_last_token_s: Optional[Tuple[float, ...]] = None
     token_ids: Optional[Tuple[Tuple[int, ...], ...]] = field(default=None, repr=False)
 
     @property
@@ -56,8 +93,21 @@ class BatchTiming:
     def ttft_ms(self) -> float:
         return (self.first_token_s - self.start_s) * 1e3
 
-    def tpot_ms(self, output_length: int) -> Optional[float]:
-        """Decode time per token after the first; undefined for a single output token."""
-        if output_length < 2:
+    @property
+    def tpot_ms(self) -> Optional[float]:
+        """Decode time per step after the first token: the longest sequence sets how many steps the batch ran."""
+        steps = max(self.output_tokens) - 1
+        if steps < 1:
             return None
-        return (self.last_token_s - self.first_token_s) * 1e3 / (output_length - 1)
+        return (self.last_token_s - self.first_token_s) * 1e3 / steps
+
+    def request_ttfts_ms(self) -> Optional[Tuple[float, ...]]:
+        if self.request_first_token_s is None:
+            return None
+        return tuple((t - self.start_s) * 1e3 for t in self.request_first_token_s)
+
+    def request_latencies_ms(self) -> Optional[Tuple[float, ...]]:
+        """Submission to each sequence's own last token (a finished sequence stops its clock)."""
+        if self.request_last_token_s is None:
+            return None
+        return tuple((t - self.start_s) * 1e3 for t in self.request_last_token_s)

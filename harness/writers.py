@@ -10,15 +10,17 @@ import csv
 import json
 import os
 from pathlib import Path
-from typing import Dict, Iterable, List, Set, Tuple
+from typing import Dict, Iterable, List, Set
 
 from harness.errors import UserError
-from harness.metrics import STATS, summarize
-from harness.records import PointResult, point_key
+from harness.metrics import REQUEST_METRICS, REQUEST_STATS, STATS, summarize
+from harness.records import PointKey, PointResult, point_key
 from harness.sweep import SweepPoint
 
 CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size"]
-POINT_COLUMNS = ["batch_size", "input_length", "output_length"]
+# For a prompt file, input_length is its prompts' mean length; the real counts are in TOKEN_COLUMNS.
+POINT_COLUMNS = ["workload", "batch_size", "input_length", "output_length"]
+TOKEN_COLUMNS = ["input_tokens_mean", "input_tokens_max", "output_tokens_mean"]
 # Figures only some engines report (blank elsewhere): vLLM's KV cache capacity and size.
 ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes"]
 # Share of greedy tokens identical to the first backend entry's at the same point (same weights only).
@@ -26,13 +28,13 @@ CROSSCHECK_COLUMNS = ["tokens_identical_share"]
 RESULT_COLUMNS = (
     CONTEXT_COLUMNS + POINT_COLUMNS + ["num_batches", "num_warmup_batches", "status", "error"]
     + [f"{m}_{s}" for m in ("latency_ms", "ttft_ms", "tpot_ms") for s in STATS]
-    + ["throughput_tokens_per_s", "prefill_tokens_per_s", "latency_per_output_token_ms"]
-    + [f"request_ttft_ms_{s}" for s in STATS if s != "std"]
+    + ["throughput_tokens_per_s", "prefill_tokens_per_s", "latency_per_output_token_ms"] + TOKEN_COLUMNS
+    + [f"{m}_{s}" for m in REQUEST_METRICS for s in REQUEST_STATS]
     + ["peak_memory_bytes", "estimated_memory_bytes", "load_time_s"]
     + ENGINE_COLUMNS + CROSSCHECK_COLUMNS
 )
 SAMPLE_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + ["batch_index", "latency_ms", "ttft_ms", "tpot_ms",
-                                                    "min_output_tokens"]
+                                                    "input_tokens", "output_tokens", "min_output_tokens"]
 
 
 def result_row(result: PointResult) -> Dict[str, object]:
@@ -43,14 +45,15 @@ def result_row(result: PointResult) -> Dict[str, object]:
                tokens_identical_share=result.tokens_identical_share)
     row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_COLUMNS})
     if result.samples:
-        row.update(summarize(result.samples, result.point))
+        row.update(summarize(result.samples))
     return row
 
 
 def sample_rows(result: PointResult) -> List[Dict[str, object]]:
     return [
         {**_keys(result), "batch_index": s.batch_index, "latency_ms": s.latency_ms, "ttft_ms": s.ttft_ms,
-         "tpot_ms": s.tpot_ms, "min_output_tokens": s.min_output_tokens}
+         "tpot_ms": s.tpot_ms, "input_tokens": sum(s.input_tokens), "output_tokens": sum(s.output_tokens),
+         "min_output_tokens": s.min_output_tokens}
         for s in result.samples
     ]
 
@@ -58,7 +61,7 @@ def sample_rows(result: PointResult) -> List[Dict[str, object]]:
 def _keys(result: PointResult) -> Dict[str, object]:
     c, p = result.context, result.point
     return {"benchmark_name": c.benchmark_name, "backend": c.backend, "model": c.model, "dtype": c.dtype,
-            "hardware": c.hardware, "num_devices": c.num_devices, "tp_size": c.tp_size,
+            "hardware": c.hardware, "num_devices": c.num_devices, "tp_size": c.tp_size, "workload": p.workload,
             "batch_size": p.batch_size, "input_length": p.input_length, "output_length": p.output_length}
 
 
@@ -74,7 +77,7 @@ class ResultsDir:
     def has_results(self) -> bool:
         return self.results_csv.exists() or self.samples_csv.exists()
 
-    def open(self, resume: bool) -> Set[Tuple[str, int, int, int]]:
+    def open(self, resume: bool) -> Set[PointKey]:
         """Create the folder, or check it may be continued; returns the keys of points already done."""
         if self.has_results() and not resume:
             raise UserError(
@@ -103,15 +106,15 @@ class ResultsDir:
     def read_manifest(self) -> dict:
         return json.loads(self.manifest_json.read_text()) if self.manifest_json.exists() else {}
 
-    def _drop_orphan_samples(self, done: Set[Tuple[str, int, int, int]]) -> None:
+    def _drop_orphan_samples(self, done: Set[PointKey]) -> None:
         rows = read_rows(self.samples_csv)
         kept = [r for r in rows if _row_key(r) in done]
         if len(kept) != len(rows):
             _rewrite(self.samples_csv, SAMPLE_COLUMNS, kept)
 
 
-def _row_key(row: Dict[str, str]) -> Tuple[str, int, int, int]:
-    point = SweepPoint(int(row["input_length"]), int(row["output_length"]), int(row["batch_size"]))
+def _row_key(row: Dict[str, str]) -> PointKey:
+    point = SweepPoint(int(row["input_length"]), int(row["output_length"]), int(row["batch_size"]), row["workload"])
     return point_key(row["backend"], point)
 
 

@@ -1,4 +1,4 @@
-"""The results contract every backend's rows must meet (DESIGN.md section 2), shared by the end-to-end tests."""
+"""The results contract every backend's rows must meet (docs/measurement.md), shared by the end-to-end tests."""
 
 import csv
 import os

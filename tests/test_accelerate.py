@@ -56,7 +56,7 @@ def test_what_does_not_fit_max_memory_is_offloaded_to_disk(tiny, tmp_path):
     backend = load(tiny, max_memory={"cpu": "20MB"}, offload_folder=str(tmp_path))
     assert "disk" in backend.device_map.values() and any(tmp_path.iterdir())
     reference = load(tiny)
-    batch = BatchSpec([[5] * 16, [7] * 16], 4)
+    batch = BatchSpec([[5] * 16, [7] * 16], (4, 4))
     assert backend.run(batch).token_ids == reference.run(batch).token_ids
 
 

@@ -2,13 +2,13 @@
 
 import pytest
 
-from backends import BACKENDS
+from backends import REGISTRY
 from harness.cli import main
 from tests.conftest import run_benchmark
 
 TINY = "yamls/cpu-tiny.yaml"
-KNOWN = ", ".join(sorted(BACKENDS))
-TOP_KEYS = ("benchmark_name, model, backends, batch_sizes, input_lengths, output_lengths, num_batches, "
+KNOWN = ", ".join(REGISTRY.names())
+TOP_KEYS = ("benchmark_name, model, backends, batch_sizes, workload, sampling, input_lengths, output_lengths, num_batches, "
             "num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s, "
             "output")
 PRESETS = "llama-1b, llama-2-13b, llama-2-70b, llama-2-7b, llama-3-70b, llama-3-8b, mistral-7b, mixtral-8x7b, tiny-llama"
@@ -16,7 +16,7 @@ PRESETS = "llama-1b, llama-2-13b, llama-2-70b, llama-2-7b, llama-3-70b, llama-3-
 CASES = {
     "unknown top key": ([TINY, "colour=red"], f"colour: unknown key (allowed: {TOP_KEYS})"),
     "unknown model key": ([TINY, "model.size=7b"],
-                          "model.size: unknown key (allowed: preset, name_or_path, weights, dtype, overrides)"),
+                          "model.size: unknown key (allowed: preset, name_or_path, weights, dtype, overrides, tokenizer)"),
     "unknown backend option": ([TINY, "backends.0.colour=red"], "backends[0].colour: unknown key (allowed: name, "
                                "label, device, attn_implementation, cache_implementation, compile)"),
     "wrong type in list": ([TINY, "batch_sizes=[1,x]"], "batch_sizes[1]: expected an integer, got 'x'"),

@@ -2,7 +2,7 @@
 
 import yaml
 
-from harness import logmarkers, mosaic
+from mosaic import logmarkers, runs as mosaic
 from harness.cli import main
 from tests.conftest import REPO, run_benchmark
 

@@ -10,10 +10,10 @@ from backends.accelerate_pp import AccelerateBackend, AccelerateOptions
 from backends.hf import HFBackend, HFOptions
 from harness.config import ModelConfig
 from harness.crosscheck import identical_share
-from harness.inputs import allowed_token_ids, make_prompts
 from harness.models import resolve_model
 from harness.sweep import SweepShape
 from harness.timing import BatchSpec
+from workloads.random_ids import allowed_token_ids, make_prompts
 from tests.contract import rows
 from tests.contract import run_marked
 
@@ -26,7 +26,7 @@ def test_hf_and_accelerate_generate_the_same_tokens_in_process():
     backends = [HFBackend(HFOptions(name="hf", device="cpu"), model, shape),
                 AccelerateBackend(AccelerateOptions(name="accelerate", device="cpu"), model, shape)]
     allowed = allowed_token_ids(model.hf_config.vocab_size, model.special_token_ids)
-    batch = BatchSpec(make_prompts(allowed, 0, 4, 32, 16, "timed", 0), 16)
+    batch = BatchSpec(make_prompts(allowed, 0, 4, 32, 16, "timed", 0), (16,) * 4)
     tokens = []
     for backend in backends:
         backend.load()

@@ -1,4 +1,4 @@
-"""Metric math on synthetic samples: the formulas of DESIGN.md section 2."""
+"""Metric math on synthetic samples: the formulas of docs/measurement.md."""
 
 import math
 
@@ -6,20 +6,29 @@ import pytest
 
 from harness.metrics import describe, summarize
 from harness.records import BatchSample
-from harness.sweep import SweepPoint
 from harness.timing import BatchTiming
 
 
-def sample(i, latency, ttft, tpot, tokens=8, requests=None):
-    return BatchSample(i, latency, ttft, tpot, tokens, requests)
+def sample(i, latency, ttft, tpot, batch_size=4, input_length=128, output_length=8, requests=None, latencies=None):
+    return BatchSample(i, latency, ttft, tpot, (input_length,) * batch_size, (output_length,) * batch_size,
+                       requests, latencies)
 
 
 def test_batch_timing_definitions():
     t = BatchTiming(start_s=10.0, first_token_s=10.05, last_token_s=10.4, end_s=10.41, output_tokens=(8, 8))
     assert t.latency_ms == pytest.approx(410.0)
     assert t.ttft_ms == pytest.approx(50.0)
-    assert t.tpot_ms(8) == pytest.approx(350.0 / 7)
-    assert t.tpot_ms(1) is None
+    assert t.tpot_ms == pytest.approx(350.0 / 7)
+    one = BatchTiming(start_s=10.0, first_token_s=10.05, last_token_s=10.05, end_s=10.06, output_tokens=(1, 1))
+    assert one.tpot_ms is None
+
+
+def test_tpot_counts_the_steps_of_the_longest_sequence():
+    t = BatchTiming(10.0, 10.05, 10.4, 10.41, output_tokens=(3, 8), request_first_token_s=(10.05, 10.05),
+                    request_last_token_s=(10.15, 10.4))
+    assert t.tpot_ms == pytest.approx(350.0 / 7)
+    assert t.request_ttfts_ms() == pytest.approx((50.0, 50.0))
+    assert t.request_latencies_ms() == pytest.approx((150.0, 400.0))
 
 
 def test_describe_percentiles_and_sample_std():
@@ -37,9 +46,8 @@ def test_describe_single_and_empty():
 
 
 def test_summarize_rates_from_mean_latency():
-    point = SweepPoint(input_length=128, output_length=8, batch_size=4)
     samples = [sample(0, 100.0, 20.0, 10.0), sample(1, 300.0, 40.0, 30.0)]
-    m = summarize(samples, point)
+    m = summarize(samples)
     assert m["latency_ms_mean"] == pytest.approx(200.0)
     # total tokens over total time, not the mean of per-batch rates (which would be 213.3)
     assert m["throughput_tokens_per_s"] == pytest.approx(4 * 8 / 0.2)
@@ -49,15 +57,33 @@ def test_summarize_rates_from_mean_latency():
 
 
 def test_summarize_output_length_one_has_no_tpot():
-    point = SweepPoint(input_length=16, output_length=1, batch_size=2)
-    m = summarize([sample(0, 10.0, 9.5, None, tokens=1)], point)
+    m = summarize([sample(0, 10.0, 9.5, None, batch_size=2, input_length=16, output_length=1)])
     assert m["tpot_ms_mean"] is None and m["tpot_ms_p99"] is None
     assert m["throughput_tokens_per_s"] == pytest.approx(200.0)
 
 
 def test_request_ttfts_pooled_over_batches():
-    point = SweepPoint(16, 4, 2)
-    m = summarize([sample(0, 10, 5, 1, requests=(1.0, 3.0)), sample(1, 10, 5, 1, requests=(5.0, 7.0))], point)
+    two = dict(batch_size=2, input_length=16, output_length=4)
+    m = summarize([sample(0, 10, 5, 1, requests=(1.0, 3.0), **two), sample(1, 10, 5, 1, requests=(5.0, 7.0), **two)])
     assert m["request_ttft_ms_mean"] == pytest.approx(4.0)
     assert m["request_ttft_ms_p50"] == pytest.approx(4.0)
     assert "request_ttft_ms_std" not in m
+
+
+def test_mixed_lengths_count_real_tokens_and_per_request_tpot():
+    """Two prompts of 10 and 30 tokens; one stops at EOS after 2 tokens, the other runs 5."""
+    s = BatchSample(0, latency_ms=100.0, ttft_ms=20.0, tpot_ms=20.0, input_tokens=(10, 30), output_tokens=(2, 5),
+                    request_ttfts_ms=(20.0, 20.0), request_latencies_ms=(40.0, 100.0))
+    m = summarize([s])
+    assert (m["input_tokens_mean"], m["input_tokens_max"], m["output_tokens_mean"]) == (20.0, 30, 3.5)
+    assert m["throughput_tokens_per_s"] == pytest.approx(7 / 0.1)  # produced tokens, never padding
+    assert m["prefill_tokens_per_s"] == pytest.approx(40 / 0.02)
+    assert m["latency_per_output_token_ms"] == pytest.approx(100.0 / 5)  # the batch ran 5 steps
+    # per request: (its last - its first) / (its tokens - 1), as vLLM's serving benchmark
+    assert m["request_tpot_ms_mean"] == pytest.approx((20.0 / 1 + 80.0 / 4) / 2)
+    assert m["request_latency_ms_p50"] == pytest.approx(70.0)
+
+
+def test_a_one_token_request_has_no_tpot():
+    s = BatchSample(0, 50.0, 20.0, 30.0, (8, 8), (1, 2), (20.0, 20.0), (20.0, 50.0))
+    assert summarize([s])["request_tpot_ms_mean"] == pytest.approx(30.0)

@@ -22,8 +22,10 @@ import yaml
 from mcli.api.exceptions import MAPIException
 from mcli.utils.utils_string_functions import MAX_RUN_NAME_LENGTH, validate_rfc1123_name
 
-from harness import logmarkers
-from harness import mosaic as platform
+from mosaic import logmarkers
+from mosaic import runs as platform
+import workloads
+from backends import REGISTRY
 from harness.config import load_config, to_plain
 from harness.errors import UserError
 
@@ -59,7 +61,7 @@ def api_key(no_key, monkeypatch):
 
 @pytest.fixture(scope="module")
 def sweep_70b() -> dict:
-    return to_plain(load_config(REPO / "yamls" / "70b.yaml", []))
+    return to_plain(load_config(REPO / "yamls" / "70b.yaml", [], REGISTRY, workloads.REGISTRY))
 
 
 def read_exact(path: Path) -> str:
@@ -164,7 +166,7 @@ def test_70b_with_two_templates_gives_two_valid_runs_carrying_the_sweep(sweep_70
         mcli.FinalRunConfig.finalize_config(mcli.RunConfig.from_dict(data)).to_create_run_api_input()
         sweep = tmp_path / f"{tag}.yaml"
         sweep.write_text(yaml.safe_dump(data["parameters"]))
-        assert to_plain(load_config(sweep, [])) == {**sweep_70b, "benchmark_name": f"llama-2-70b-{tag}"}
+        assert to_plain(load_config(sweep, [], REGISTRY, workloads.REGISTRY)) == {**sweep_70b, "benchmark_name": f"llama-2-70b-{tag}"}
     assert sweep_70b["benchmark_name"] == "llama-2-70b"  # the caller's dict is not modified
 
 

@@ -13,6 +13,7 @@ from harness.records import RunContext, point_key
 from harness.runner import EntryRunner, RunEvents
 from harness.sweep import EntryPlan, PlannedPoint, SweepPoint
 from harness.timing import BatchTiming
+from workloads.random_ids import RandomOptions, RandomWorkload
 
 
 class Scripted(Backend):
@@ -29,11 +30,11 @@ class Scripted(Backend):
         pass
 
     def run(self, batch):
-        type(self).runs.append((batch.batch_size, batch.input_length, batch.output_length))
+        type(self).runs.append((batch.batch_size, max(batch.input_tokens), batch.max_output_tokens))
         outcome = self.fail(batch)
         if isinstance(outcome, Exception):
             raise outcome
-        produced = outcome if isinstance(outcome, int) else batch.output_length
+        produced = outcome if isinstance(outcome, int) else batch.max_output_tokens
         t = time.perf_counter()
         return BatchTiming(t, t + 0.001, t + 0.002, t + 0.003, (produced,) * batch.batch_size)
 
@@ -48,7 +49,8 @@ def run_entry(model, backend_cls, batch_sizes=(1, 4, 8, 16), lengths=((16, 4),),
                          output_lengths=[o for _, o in lengths], num_batches=2, num_warmup_batches=1, **cfg)
     points = [PlannedPoint(SweepPoint(i, o, b), MemoryEstimate(1, 1, 1), skip)
               for i, o in lengths for b in batch_sizes]
-    plan = EntryPlan(BackendOptions(name="scripted"), backend_cls, Placement("cpu"), 10**12, points)
+    workload = RandomWorkload.build(RandomOptions(), config, model)
+    plan = EntryPlan(BackendOptions(name="scripted"), backend_cls, Placement("cpu"), 10**12, points, workload)
     context = RunContext("t", "scripted", "tiny-llama", "fp32", "cpu", 1, 1)
     results = []
     backend_cls.runs = []

@@ -5,11 +5,10 @@
 
 A run gets the whole resolved sweep as its `parameters` (the platform mounts them at PARAMETERS_PATH),
 so what the dry run prints is exactly what runs. Results come home through the run's log (see
-harness/logmarkers.py): no object storage or credentials beyond the API key are needed.
+mosaic/logmarkers.py): no object storage or credentials beyond the API key are needed.
 
-The SDK is imported inside functions: it costs most of a second, and only launches need it. This file
-is `harness.mosaic`: `platform` would shadow the standard library if harness/ were ever on sys.path,
-and a module named `mcli` would shadow the SDK.
+The SDK is imported inside functions: it costs most of a second, and only launches need it. The
+package is `mosaic`: `platform` would shadow the standard library and `mcli` the SDK.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Sequence, get_type_hints
 
-from harness import logmarkers
+from mosaic import logmarkers
 from harness.config import read_yaml_mapping
 from harness.errors import UserError
 

@@ -1,6 +1,6 @@
 """Seeded prompts: reproducible per point, never special tokens, warm-up never equal to timed."""
 
-from harness.inputs import allowed_token_ids, make_prompts
+from workloads.random_ids import allowed_token_ids, make_prompts
 
 
 def test_prompts_avoid_special_tokens_and_are_reproducible():

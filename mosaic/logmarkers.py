@@ -256,3 +256,22 @@ def _unescape_one(match: re.Match) -> str:
     if code:
         return chr(int(code, 16))
     return _UNESCAPES.get(match.group(3), match.group(0))
+
+
+class LogMarkers:
+    """A sweep observer (harness.session.SweepObserver) that prints rows and files between markers as
+    they are written, so `--collect` can rebuild results from a run's log alone."""
+
+    def started(self, out) -> None:
+        self.out = out
+        self.tails = [CsvTail(out.samples_csv), CsvTail(out.results_csv)]
+        write(emit_path(out.manifest_json))
+
+    def point_written(self) -> None:
+        for tail in self.tails:
+            write(tail.emit_new())
+
+    def finished(self) -> None:
+        for path in (self.out.results_csv, self.out.samples_csv, self.out.manifest_json):
+            if path.exists():
+                write(emit_path(path))

@@ -1,0 +1,41 @@
+"""A name -> "module:Class" table: heavy engines are imported only when a sweep names them.
+
+The core never imports `backends` or `workloads`: the CLI layer hands their registries down
+(`load_config`, `plan_sweep`), so data flows one way and neither package can import the core back
+into a cycle.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from harness.errors import UserError, known_names
+
+
+@dataclass(frozen=True)
+class Registry:
+    kind: str  # "backend", "workload": what an unknown-name error calls it
+    table: Dict[str, str]
+
+    def names(self) -> List[str]:
+        return sorted(self.table)
+
+    def get(self, name: str, key: str) -> type:
+        """The class registered as `name`; an unknown name is a UserError at `key`, with a "did you mean"."""
+        if name not in self.table:
+            raise UserError(f"{key}: unknown {self.kind} {name!r}{known_names(name, self.names())}")
+        module, _, cls = self.table[name].partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+    def options(self, raw: Any, key: str, name: Optional[str] = None) -> Any:
+        """A raw entry -> the typed `Options` dataclass of the class it names (`raw["name"]`, or `name`)."""
+        from harness.config import to_dataclass
+
+        if name is None:
+            if not isinstance(raw, dict) or not raw.get("name"):
+                raise UserError(f"{key}.name: required; each {self.kind} entry needs one of "
+                                f"{', '.join(self.names())}")
+            name = str(raw["name"])
+        return to_dataclass(self.get(name, f"{key}.name").Options, raw, key)

@@ -1,0 +1,92 @@
+"""The interface every workload implements, and the options every workload shares.
+
+A workload decides what a point asks of the engine: the prompts of each batch as token ids, and
+each sequence's output budget. Batches are a pure function of (point, phase, batch index) and the
+sweep's seeds, so every backend, every DeepSpeed rank and a resumed run get identical inputs.
+It is built once in the parent process (files read, prompts tokenized) and sent to the workers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Dict, List, Tuple
+
+import numpy as np
+
+from harness.config import SweepConfig, opt
+from harness.models import ModelSpec
+from harness.sweep import SweepPoint
+from harness.timing import BatchSpec, Sampling
+
+PHASES = {"warmup": 0, "timed": 1}
+
+
+@dataclass
+class WorkloadOptions:
+    prompts: str = opt("random", help="random (seeded token ids of exact lengths) | a path to a prompt file.")
+    stop_at_eos: bool = opt(
+        False, help="false: exactly output_length tokens per sequence (EOS ignored); true: up to output_length, "
+        "EOS stops a sequence."
+    )
+
+    def resolve_paths(self, config_dir: Path) -> None:
+        """Make file paths usable from the working directory; called once by load_config."""
+
+    def validate(self, config: SweepConfig) -> None:
+        """Cross-field checks against the rest of the sweep; raise UserError naming the key. Loads nothing."""
+
+
+class Workload(ABC):
+    Options: ClassVar[type] = WorkloadOptions
+
+    def __init__(self, options: WorkloadOptions, config: SweepConfig):
+        self.forced = not options.stop_at_eos
+        s = config.sampling
+        self.sampling = Sampling(s.temperature, s.top_p, s.top_k)
+        self.sampling_seed = s.seed
+
+    @classmethod
+    @abstractmethod
+    def build(cls, options: WorkloadOptions, config: SweepConfig, model: ModelSpec) -> "Workload":
+        """Everything the batches need, prepared once (files read, prompts tokenized); UserError on bad input."""
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The `workload` column: `random`, or the prompt file and its template."""
+
+    @abstractmethod
+    def input_lengths(self) -> List[int]:
+        """The sweep's input-length axis."""
+
+    @abstractmethod
+    def prompts(self, point: SweepPoint, phase: str, index: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
+        """The batch's prompt token ids and each sequence's output budget."""
+
+    @abstractmethod
+    def longest_input(self, point: SweepPoint) -> int:
+        """The longest prompt any batch of the point holds: what memory estimates and engine limits size for."""
+
+    def manifest(self) -> Dict[str, Any]:
+        """What a reader needs to know the prompts by, for manifest.json."""
+        return {"name": self.name, "forced_output_length": self.forced}
+
+    def batch(self, point: SweepPoint, phase: str, index: int) -> BatchSpec:
+        prompts, max_tokens = self.prompts(point, phase, index)
+        seeds = () if self.sampling.greedy else batch_seeds(self.sampling_seed, point, phase, index)
+        return BatchSpec(prompts, max_tokens, self.forced, self.sampling, seeds)
+
+
+def batch_rng(seed: int, point: SweepPoint, phase: str, index: int) -> np.random.Generator:
+    """A generator for one batch: the same point, phase and index always draw the same numbers."""
+    return np.random.default_rng([seed, point.batch_size, point.input_length, point.output_length,
+                                  PHASES[phase], index])
+
+
+def batch_seeds(seed: int, point: SweepPoint, phase: str, index: int) -> Tuple[int, ...]:
+    """One sampling seed per sequence, from a stream independent of the prompt draws (its own spawn key)."""
+    entropy = [seed, point.batch_size, point.input_length, point.output_length, PHASES[phase], index]
+    rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(1,)))
+    return tuple(int(x) for x in rng.integers(0, 2**31 - 1, size=point.batch_size))

@@ -1,0 +1,193 @@
+"""A user's prompt file, read and checked once, so a bad line stops the run before any engine loads.
+
+Formats, by suffix:
+
+- `.jsonl`: one JSON object per non-blank line, `{"prompt": "text"}` or
+  `{"messages": [{"role": "system"|"user"|"assistant", "content": "text"}, ...]}`, with an optional
+  `"max_tokens": N` (a positive integer; `null` means not given). Other keys are rejected, so a
+  misspelt `max_token` is an error, not a silently uncapped prompt.
+- `.json`: a ShareGPT export, `[{"conversations": [{"from": "human", "value": "text"}, ...]}, ...]`.
+  The prompt is the system turn (if any) before the first human turn, plus that turn; later turns
+  are dropped, as vLLM's ShareGPT benchmark does. Items with no human turn are skipped and counted.
+- `.txt`: one plain-text prompt per non-blank line.
+
+Every error is a `UserError` starting `workload.prompts: PATH`, then `line N` (jsonl, txt, and JSON
+syntax errors) or `item N` (ShareGPT, 1-based) where there is one.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, List, Optional, Tuple
+
+from harness.errors import UserError, known_names
+from workloads.templates import Message, conversation_problem
+
+SUFFIXES = (".jsonl", ".json", ".txt")
+_JSONL_KEYS = ("prompt", "messages", "max_tokens")
+_SHAREGPT_ROLES = {"human": "user", "user": "user", "system": "system"}
+
+
+@dataclass(frozen=True)
+class PromptRecord:
+    messages: Tuple[Message, ...]  # a plain-text prompt is one ("user", text) message
+    max_tokens: Optional[int]  # the line's own cap on output tokens, if it gave one
+    line: int  # 1-based line (jsonl, txt) or 1-based item index (ShareGPT json), for error messages
+
+
+@dataclass(frozen=True)
+class PromptFile:
+    path: Path
+    records: Tuple[PromptRecord, ...]  # in file order, never empty
+    skipped: int  # ShareGPT items without a human turn (always 0 for jsonl and txt)
+    sha256: str  # of the file's bytes, so results name exactly the prompts they measured
+
+
+def read_prompt_file(path: Path) -> PromptFile:
+    """Parse and check every prompt in `path`; a `UserError` names the first problem."""
+    path = Path(path)
+    where = f"workload.prompts: {path}"
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise UserError(f"{where}: unsupported file type {suffix or '(no suffix)'!r} (use .jsonl, .json or .txt)")
+    data = _read_bytes(path, where)
+    text = _decode(data, where)
+    if suffix == ".json":
+        records, skipped = _sharegpt_records(text, where)
+    else:
+        records, skipped = (_jsonl_records if suffix == ".jsonl" else _txt_records)(text, where), 0
+    if not records:
+        tail = f" ({skipped} items without a human turn skipped)" if skipped else ""
+        raise UserError(f"{where}: no prompts in the file{tail}")
+    return PromptFile(path, tuple(records), skipped, hashlib.sha256(data).hexdigest())
+
+
+def file_sha256(path: Path) -> str:
+    """Hex SHA-256 of the file's bytes, read in chunks (prompt files can be large ShareGPT dumps)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read_bytes(path: Path, where: str) -> bytes:
+    if not path.exists():
+        raise UserError(f"{where}: no such file")
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise UserError(f"{where}: cannot read ({error.strerror or error})") from None
+
+
+def _decode(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8-sig")  # -sig: a BOM from a Windows editor is not part of line 1
+    except UnicodeDecodeError as error:
+        raise UserError(f"{where}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+def _numbered_lines(text: str) -> Iterator[Tuple[int, str]]:
+    # split("\n"), not splitlines(): JSON strings may hold U+2028 and friends, which are not line ends
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            yield number, line.rstrip("\r")
+
+
+def _txt_records(text: str, where: str) -> List[PromptRecord]:
+    return [PromptRecord((("user", line),), None, number) for number, line in _numbered_lines(text)]
+
+
+def _jsonl_records(text: str, where: str) -> List[PromptRecord]:
+    return [_jsonl_record(line, f"{where} line {number}", number) for number, line in _numbered_lines(text)]
+
+
+def _jsonl_record(line: str, at: str, number: int) -> PromptRecord:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise UserError(f"{at}: not valid JSON ({error.msg})") from None
+    if not isinstance(obj, dict):
+        raise UserError(f'{at}: expected a JSON object with "prompt" or "messages", got {_json_type(obj)}')
+    unknown = sorted(set(obj) - set(_JSONL_KEYS))
+    if unknown:
+        raise UserError(f"{at}: unknown key {unknown[0]!r}" + known_names(unknown[0], list(_JSONL_KEYS)))
+    return PromptRecord(_jsonl_messages(obj, at), _max_tokens(obj.get("max_tokens"), at), number)
+
+
+def _jsonl_messages(obj: dict, at: str) -> Tuple[Message, ...]:
+    if "prompt" in obj and "messages" in obj:
+        raise UserError(f'{at}: has both "prompt" and "messages"; give one')
+    if "prompt" in obj:
+        if not _is_text(obj["prompt"]):
+            raise UserError(f'{at}: "prompt" must be non-empty text')
+        return (("user", obj["prompt"]),)
+    if "messages" not in obj:
+        raise UserError(f'{at}: needs "prompt" (text) or "messages" (a list of {{"role", "content"}} objects)')
+    return _conversation(obj["messages"], at)
+
+
+def _conversation(value: Any, at: str) -> Tuple[Message, ...]:
+    if not isinstance(value, list) or not value:
+        raise UserError(f'{at}: "messages" must be a non-empty list of {{"role", "content"}} objects')
+    messages = tuple(_message(item, index, at) for index, item in enumerate(value))
+    problem = conversation_problem([role for role, _ in messages])
+    if problem:
+        raise UserError(f"{at}: {problem}")
+    return messages
+
+
+def _message(item: Any, index: int, at: str) -> Message:
+    if not (isinstance(item, dict) and set(item) == {"role", "content"}
+            and isinstance(item["role"], str) and _is_text(item["content"])):
+        raise UserError(f'{at}: messages[{index}] must be {{"role": "...", "content": "non-empty text"}} '
+                        "and nothing else")
+    return item["role"], item["content"]
+
+
+def _max_tokens(value: Any, at: str) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f'{at}: "max_tokens" must be a positive integer, got {json.dumps(value)}')
+    return value
+
+
+def _sharegpt_records(text: str, where: str) -> Tuple[List[PromptRecord], int]:
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UserError(f"{where} line {error.lineno}: not valid JSON ({error.msg})") from None
+    if not isinstance(items, list):
+        raise UserError(f'{where}: expected a ShareGPT export (a JSON list of {{"conversations": [...]}} '
+                        f"objects), got {_json_type(items)}")
+    records = [_sharegpt_record(item, number, f"{where} item {number}")
+               for number, item in enumerate(items, start=1)]
+    kept = [record for record in records if record is not None]
+    return kept, len(records) - len(kept)
+
+
+def _sharegpt_record(item: Any, number: int, at: str) -> Optional[PromptRecord]:
+    if not isinstance(item, dict) or not isinstance(item.get("conversations"), list):
+        raise UserError(f'{at}: expected an object with a "conversations" list, got {_json_type(item)}')
+    system: Optional[str] = None
+    for index, turn in enumerate(item["conversations"]):
+        if not (isinstance(turn, dict) and isinstance(turn.get("from"), str) and isinstance(turn.get("value"), str)):
+            raise UserError(f'{at}: conversations[{index}] must be an object with text "from" and "value"')
+        role = _SHAREGPT_ROLES.get(turn["from"])
+        if role == "system" and system is None and turn["value"].strip():
+            system = turn["value"]
+        elif role == "user" and turn["value"].strip():
+            leading = (("system", system),) if system is not None else ()
+            return PromptRecord(leading + (("user", turn["value"]),), None, number)
+    return None  # no human turn with text: the caller counts it as skipped
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")

@@ -1,0 +1,147 @@
+"""The `prompts` workload: a user's prompt file, through a chat template, tokenized once in the harness.
+
+Templating and tokenizing happen here, once, so every engine is given identical token ids. The
+file's prompts are shuffled with the sweep's seed (then cut to `num_prompts`); batch k of every
+point takes the next `batch_size` of them, cycling, warm-up batches first. Every point therefore
+starts from the same prompts, whatever the engine or batch size.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from harness.config import SweepConfig, opt
+from harness.errors import UserError
+from harness.models import ModelSpec
+from harness.sweep import SweepPoint
+from workloads.base import Workload, WorkloadOptions
+from workloads.prompt_file import PromptFile, PromptRecord, read_prompt_file
+from workloads.templates import check_template, render
+from workloads.tokenizer import load_tokenizer
+
+TEMPLATE_HELP = ("chat (the tokenizer's chat template) | none (raw text) | llama-2 | llama-3 | mistral | chatml "
+                 "(built in, no tokenizer template needed).")
+
+
+@dataclass
+class PromptsOptions(WorkloadOptions):
+    template: str = opt("chat", help=TEMPLATE_HELP)
+    system_prompt: Optional[str] = opt(None, help="Added by the template where it has a system slot.")
+    max_prompt_tokens: Optional[int] = opt(
+        None, help="Prompts longer than this after templating are dropped (counted in the manifest)."
+    )
+    num_prompts: Optional[int] = opt(None, help="Use the first N prompts after a seeded shuffle; null: all.")
+
+    def resolve_paths(self, config_dir: Path) -> None:
+        beside_yaml = config_dir / self.prompts
+        if not Path(self.prompts).is_absolute() and beside_yaml.exists():
+            self.prompts = os.path.relpath(beside_yaml)
+
+    def validate(self, config: SweepConfig) -> None:
+        if config.input_lengths is not None:
+            raise UserError(f"input_lengths: a prompt file sets the prompt lengths (workload.prompts: "
+                            f"{self.prompts}); remove input_lengths")
+        check_template(self.template)
+        for key in ("max_prompt_tokens", "num_prompts"):
+            value = getattr(self, key)
+            if value is not None and value < 1:
+                raise UserError(f"workload.{key}: must be at least 1 (or null), got {value}")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    token_ids: Tuple[int, ...]
+    max_tokens: Optional[int]  # the file's own cap for this prompt
+
+
+class PromptsWorkload(Workload):
+    Options = PromptsOptions
+
+    def __init__(self, options: PromptsOptions, config: SweepConfig, prompts: List[Prompt], facts: Dict[str, Any]):
+        super().__init__(options, config)
+        self.options, self.prompts_used, self.facts = options, prompts, facts
+        self.num_warmup_batches = config.num_warmup_batches
+        self.mean_length = round(float(np.mean([len(p.token_ids) for p in prompts])))
+
+    @classmethod
+    def build(cls, options: PromptsOptions, config: SweepConfig, model: ModelSpec) -> "PromptsWorkload":
+        file = read_prompt_file(Path(options.prompts))
+        tokenizer = load_tokenizer(config.model, model)
+        prompts, facts = prepare(file, options, tokenizer, config.seed)
+        check_fits(prompts, options, config, model)
+        facts.update(tokenizer=tokenizer.name_or_path, sha256=file.sha256, prompts_in_file=len(file.records),
+                     sharegpt_items_skipped=file.skipped)
+        return cls(options, config, prompts, facts)
+
+    @property
+    def name(self) -> str:
+        return f"{Path(self.options.prompts).name} ({self.options.template})"
+
+    def input_lengths(self) -> List[int]:
+        return [self.mean_length]
+
+    def prompts(self, point: SweepPoint, phase: str, index: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
+        slot = index + (self.num_warmup_batches if phase == "timed" else 0)
+        chosen = [self.prompts_used[(slot * point.batch_size + i) % len(self.prompts_used)]
+                  for i in range(point.batch_size)]
+        budgets = tuple(min(point.output_length, p.max_tokens or point.output_length) for p in chosen)
+        return [list(p.token_ids) for p in chosen], budgets
+
+    def longest_input(self, point: SweepPoint) -> int:
+        return max(len(p.token_ids) for p in self.prompts_used)
+
+    def manifest(self) -> Dict[str, Any]:
+        return {**super().manifest(), "file": self.options.prompts, "template": self.options.template,
+                "system_prompt": self.options.system_prompt, "mean_prompt_tokens": self.mean_length, **self.facts}
+
+
+def prepare(file: PromptFile, options: PromptsOptions, tokenizer, seed: int) -> Tuple[List[Prompt], Dict[str, Any]]:
+    """Shuffle, render, tokenize and drop the too-long, until `num_prompts` are kept (or the file ends).
+
+    Only the prompts looked at are tokenized, so a 90k-conversation export with num_prompts: 500
+    costs 500 tokenizations, not 90k.
+    """
+    order = np.random.default_rng(seed).permutation(len(file.records))
+    wanted = options.num_prompts or len(order)
+    kept: List[Prompt] = []
+    dropped, shortest_dropped, first_text = 0, None, None
+    for i in order:
+        text, ids = encode(file.records[i], options, tokenizer)
+        if options.max_prompt_tokens and len(ids) > options.max_prompt_tokens:
+            dropped += 1
+            shortest_dropped = min(shortest_dropped or len(ids), len(ids))
+            continue
+        first_text = first_text if first_text is not None else text
+        kept.append(Prompt(tuple(ids), file.records[i].max_tokens))
+        if len(kept) == wanted:
+            break
+    if not kept:
+        raise UserError(f"workload.max_prompt_tokens: every prompt of {file.path} is longer than "
+                        f"{options.max_prompt_tokens} tokens after templating (shortest: {shortest_dropped})")
+    facts = {"prompts_used": len(kept), "dropped_over_max_prompt_tokens": dropped,
+             "first_prompt_text": first_text, "first_prompt_tokens": len(kept[0].token_ids)}
+    return kept, facts
+
+
+def encode(record: PromptRecord, options: PromptsOptions, tokenizer) -> Tuple[str, List[int]]:
+    """The rendered text and its ids. Only raw text gets the tokenizer's own specials (BOS): a template's
+    text already holds the markers its format wants, as `apply_chat_template` assumes too."""
+    text = render(options.template, record.messages, options.system_prompt, tokenizer)
+    ids = tokenizer(text, add_special_tokens=options.template == "none")["input_ids"]
+    return text, list(ids)
+
+
+def check_fits(prompts: List[Prompt], options: PromptsOptions, config: SweepConfig, model: ModelSpec) -> None:
+    longest = max(len(p.token_ids) for p in prompts)
+    total = longest + max(config.output_lengths)
+    if total > model.max_positions:
+        raise UserError(
+            f"workload.max_prompt_tokens: the longest prompt of {options.prompts} has {longest} tokens; with output "
+            f"{max(config.output_lengths)} that is {total}, over {model.label}'s max_position_embeddings "
+            f"({model.max_positions}); set max_prompt_tokens to drop longer prompts"
+        )

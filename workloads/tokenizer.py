@@ -1,0 +1,46 @@
+"""Which tokenizer turns a prompt file into token ids, loaded without surprises.
+
+There is no hub on many benchmark machines, and random weights have no tokenizer of their own:
+the tokenizer comes from `model.tokenizer`, else `model.name_or_path`, else the preset's folder
+where one ships (tiny-llama, trained by scripts/train_tokenizer.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from harness.config import ModelConfig
+from harness.errors import UserError
+from harness.models import PRESETS_DIR, ModelSpec
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
+
+
+def tokenizer_source(config: ModelConfig) -> Optional[str]:
+    if config.tokenizer or config.name_or_path:
+        return config.tokenizer or config.name_or_path
+    preset = PRESETS_DIR / config.preset
+    return str(preset) if any((preset / name).is_file() for name in TOKENIZER_FILES) else None
+
+
+def load_tokenizer(config: ModelConfig, model: ModelSpec):
+    """The tokenizer, checked to emit only ids the model has an embedding row for."""
+    source = tokenizer_source(config)
+    if source is None:
+        raise UserError(f"model.tokenizer: required with a prompt file; preset {config.preset} ships no tokenizer "
+                        "(set model.tokenizer to a tokenizer folder or hub id)")
+    if source.startswith((".", "/", "~")) and not Path(source).expanduser().is_dir():
+        raise UserError(f"model.tokenizer: no such folder {source!r}")
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except Exception as e:  # OSError, ValueError or hub errors, depending on what is missing
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"model.tokenizer: cannot load a tokenizer from {source!r} ({reason})") from None
+    vocab = model.hf_config.vocab_size
+    if len(tokenizer) > vocab:
+        raise UserError(f"model.tokenizer: {source} has {len(tokenizer)} tokens, more than {model.label}'s "
+                        f"vocab_size ({vocab}); its ids would index past the embedding table")
+    return tokenizer
