@@ -63,7 +63,8 @@ class ChartContext:
 
 
 def model_and_dtype(rows: pd.DataFrame) -> str:
-    return f"{data.unique_text(rows, 'model')} ({data.unique_text(rows, 'dtype')})"
+    """The title's head: model and dtype, and the prompts when they are not random token ids."""
+    return f"{data.unique_text(rows, 'model')} ({data.unique_text(rows, 'dtype')})" + data.prompts_text(rows)
 
 
 def tokens(count: int) -> str:

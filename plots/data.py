@@ -19,8 +19,9 @@ from plots.load import POINT_COLUMNS, SOURCE_COLUMN
 DEFAULT_SERIES_COLUMNS = ("hardware", "backend", "tp_size", "num_devices", "model")
 # Asked for when the chosen columns leave two rows of one curve at the same point (say two runs
 # on one machine): a zig-zag through both would be wrong, two labelled curves are not.
-DISAMBIGUATING_COLUMNS = DEFAULT_SERIES_COLUMNS + ("dtype", "benchmark_name", SOURCE_COLUMN)
-SERIES_CHOICES = ("benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size", SOURCE_COLUMN)
+DISAMBIGUATING_COLUMNS = DEFAULT_SERIES_COLUMNS + ("workload", "dtype", "benchmark_name", SOURCE_COLUMN)
+SERIES_CHOICES = ("benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size", "workload",
+                  SOURCE_COLUMN)
 SERIES = "series"
 PLOTTED_STATUS = "ok"
 _VALUE_FORMATS = {"tp_size": "TP {}", "num_devices": "{} devices", "dtype": "{}"}
@@ -199,6 +200,12 @@ def length_pairs(rows: pd.DataFrame) -> List[Tuple[int, int]]:
     """Every (input_length, output_length) in the rows, ascending."""
     pairs = rows[["input_length", "output_length"]].drop_duplicates().itertuples(index=False)
     return sorted((int(i), int(o)) for i, o in pairs)
+
+
+def prompts_text(rows: pd.DataFrame) -> str:
+    """`, prompts: chats.jsonl (chat)` when a prompt file was measured; nothing for random token ids."""
+    files = [w for w in dict.fromkeys(rows["workload"].astype(str)) if w != "random"]
+    return f", prompts: {', '.join(files)}" if files else ""
 
 
 def unique_text(rows: pd.DataFrame, column: str) -> str:

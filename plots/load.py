@@ -69,6 +69,8 @@ def read_results(source: Path) -> pd.DataFrame:
     manifest = read_manifest(path)
     _fill_empty(table, "hardware", manifest_hardware_label(manifest))
     _fill_empty(table, "model", str((manifest.get("model") or {}).get("name") or ""))
+    if "workload" not in table.columns:  # results written before workloads existed held random ids only
+        table["workload"] = "random"
     table[SOURCE_COLUMN] = path.parent.name
     return table
 

@@ -56,7 +56,8 @@ def check_formats(formats: Sequence[str]) -> Tuple[str, ...]:
 def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[Path],
                     where: Optional[Dict[str, str]], out_dir: Path) -> str:
     ok = data.plotted(table)
-    lines = [f"# {data.unique_text(ok, 'model')} ({data.unique_text(ok, 'dtype')}): inference benchmark", ""]
+    lines = [f"# {data.unique_text(ok, 'model')} ({data.unique_text(ok, 'dtype')}){data.prompts_text(ok)}: "
+             "inference benchmark", ""]
     lines += source_lines(sources, where)
     lines += ["## Summary", "", *summary_table(table), ""]
     lines += dropped_lines(table)

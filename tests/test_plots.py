@@ -25,8 +25,8 @@ def synthetic(rows):
     """A text table like results.csv from (hardware, batch_size, latency_ms, throughput, status) tuples."""
     return pd.DataFrame([
         {"benchmark_name": "b", "backend": "hf", "model": "m", "dtype": "bf16", "hardware": hw, "num_devices": "1",
-         "tp_size": "1", "batch_size": str(bs), "input_length": "128", "output_length": "64", "status": status,
-         "latency_ms_mean": str(lat), "throughput_tokens_per_s": str(tput), "source": "run"}
+         "tp_size": "1", "workload": "random", "batch_size": str(bs), "input_length": "128", "output_length": "64",
+         "status": status, "latency_ms_mean": str(lat), "throughput_tokens_per_s": str(tput), "source": "run"}
         for hw, bs, lat, tput, status in rows
     ])
 
