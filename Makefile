@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo test overhead agree-vllm clean
+.PHONY: setup demo demo-prompts test overhead agree-vllm clean
 
 setup: $(READY)
 
@@ -13,6 +13,10 @@ $(READY): requirements.txt requirements-cpu.txt requirements-gpu.txt scripts/set
 
 demo: setup
 	$(PY) benchmark.py yamls/cpu-tiny.yaml
+
+# Real prompts (the example chats through the tiny model's chat template), sampled, on hf and vllm.
+demo-prompts: setup
+	$(PY) benchmark.py yamls/cpu-prompts.yaml
 
 test: setup
 	$(PY) -m pytest

@@ -11,12 +11,14 @@ their range. The target is 1.00 +/- 0.05.
 A second table removes the start-up variance: one engine, our backend's `run()` alternated batch by
 batch with vLLM's benchmark loop (its SamplingParams, `llm.generate`, `perf_counter` around it).
 
-vLLM's benchmark samples with temperature 1.0; the harness decodes greedily, like every other
-backend. On a model this small, sampling over the 32k vocabulary costs ~45% of each step, so by
-default the benchmark's SamplingParams are made greedy too (`--vllm-sampling as-shipped` keeps
-them, and shows that gap).
+vLLM's benchmark samples with temperature 1.0 (top_p 1.0, ignore_eos). By default it runs as it
+ships and the harness is given the same sampling (`sampling: {temperature: 1.0}`). `--sampling
+greedy` makes both greedy instead (the benchmark's SamplingParams patched to temperature 0): on a
+model this small, sampling over the 32k vocabulary is a large share of each step, so the two
+settings give different absolute times, and the ratio should hold for both.
 
     python benchmarks/agree_vllm.py [--batch-sizes 1 8 16] [--input-length 128] [--output-length 32]
+                                    [--sampling as-shipped|greedy]
 """
 
 import argparse
@@ -86,11 +88,17 @@ def vllm_bench_ms(tmp: Path, model_dir: str, bs: int, inp: int, out: int, sampli
     return json.loads(result.read_text())["avg_latency"] * 1e3
 
 
-def harness_ms(tmp: Path, bs: int, inp: int, out: int) -> float:
+def harness_temperature(sampling: str) -> float:
+    """The harness's sampling.temperature that matches the benchmark's: as shipped, 1.0."""
+    return 1.0 if sampling == "as-shipped" else 0.0
+
+
+def harness_ms(tmp: Path, bs: int, inp: int, out: int, sampling: str) -> float:
     yaml = tmp / f"harness-{bs}.yaml"
     yaml.write_text(
         f"benchmark_name: agree-vllm\nmodel: {{preset: tiny-llama, weights: random, dtype: fp32}}\n"
         f"backends: [{{name: vllm, device: cpu, enforce_eager: true, kv_cache_memory_bytes: {KV_CACHE_BYTES}}}]\n"
+        f"sampling: {{temperature: {harness_temperature(sampling)}}}\n"
         f"batch_sizes: [{bs}]\ninput_lengths: [{inp}]\noutput_lengths: [{out}]\n"
         f"num_batches: {ITERS}\nnum_warmup_batches: {WARMUP}\n"
     )
@@ -117,18 +125,19 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 16])
     parser.add_argument("--input-length", type=int, default=128)
     parser.add_argument("--output-length", type=int, default=32)
-    parser.add_argument("--vllm-sampling", choices=("greedy", "as-shipped"), default="greedy")
+    parser.add_argument("--sampling", choices=("as-shipped", "greedy"), default="as-shipped",
+                        help="as-shipped: vLLM's benchmark at temperature 1.0 and the harness at 1.0 too; greedy: both")
     parser.add_argument("--repeats", type=int, default=3, help="alternated pairs per shape")
     args = parser.parse_args()
     inp, out = args.input_length, args.output_length
     print(f"tiny-llama fp32 cpu, input {inp}, output {out}, {WARMUP} warm-up + {ITERS} timed batches each; "
-          f"vLLM bench ({args.vllm_sampling} sampling) and harness alternated")
+          f"vLLM bench and harness alternated, both at temperature {harness_temperature(args.sampling)}")
     print(f"{'batch':>5} {'vllm bench ms':>14} {'harness ms':>11} {'ratio':>6}  (range over {args.repeats} pairs)")
     with tempfile.TemporaryDirectory(prefix="agree-vllm-") as name:
         tmp = Path(name)
         model_dir = model_folder(tmp)
         for bs in args.batch_sizes:
-            pairs = [measure_pair(tmp, model_dir, bs, inp, out, args.vllm_sampling, flip=r % 2 == 1)
+            pairs = [measure_pair(tmp, model_dir, bs, inp, out, args.sampling, flip=r % 2 == 1)
                      for r in range(args.repeats)]
             ratios = [ours / theirs for theirs, ours in pairs]
             ratio = statistics.median(ratios)
@@ -139,11 +148,12 @@ def main() -> None:
     print(f"\nsame engine, harness run() and vLLM's benchmark call alternated per batch ({WARMUP} warm-up pairs)")
     print(f"{'batch':>5} {'vllm bench ms':>14} {'harness ms':>11} {'ratio':>6}")
     sizes = ",".join(map(str, args.batch_sizes))
-    subprocess.run([sys.executable, __file__, "--same-engine", sizes, str(inp), str(out)], cwd=REPO, check=True,
-                   stderr=subprocess.DEVNULL)
+    # vLLM logs to stdout: keep its INFO lines out of the table.
+    subprocess.run([sys.executable, __file__, "--same-engine", sizes, str(inp), str(out), args.sampling], cwd=REPO,
+                   check=True, stderr=subprocess.DEVNULL, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
 
 
-def same_engine(batch_sizes, inp: int, out: int, rounds: int = 40) -> None:
+def same_engine(batch_sizes, inp: int, out: int, sampling: str, rounds: int = 40) -> None:
     """In a child process: one engine, harness run() and vLLM's benchmark call alternated per batch."""
     import numpy as np
     from vllm import SamplingParams
@@ -154,7 +164,9 @@ def same_engine(batch_sizes, inp: int, out: int, rounds: int = 40) -> None:
     from harness.config import ModelConfig
     from harness.models import resolve_model
     from harness.sweep import SweepShape
-    from harness.timing import BatchSpec
+    from harness.sweep import SweepPoint
+    from harness.timing import BatchSpec, Sampling
+    from workloads.base import batch_seeds
 
     model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
     options = VLLMOptions(name="vllm", device="cpu", enforce_eager=True, kv_cache_memory_bytes=KV_CACHE_BYTES)
@@ -163,8 +175,13 @@ def same_engine(batch_sizes, inp: int, out: int, rounds: int = 40) -> None:
     for bs in batch_sizes:
         ids = np.random.randint(10000, size=(bs, inp)).tolist()  # as vLLM's benchmark draws them
         prompts = [TokensPrompt(prompt_token_ids=p) for p in ids]
-        params = SamplingParams(n=1, temperature=0.0, top_p=1.0, ignore_eos=True, max_tokens=out, detokenize=False)
-        ours, theirs = alternate(partial(harness_run_ms, backend, BatchSpec(ids, out)),
+        temperature = harness_temperature(sampling)
+        params = SamplingParams(n=1, temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=out,
+                                detokenize=False)
+        # The batch a sweep would send: the same sampling, with the per-request seeds the workload derives.
+        seeds = batch_seeds(0, SweepPoint(inp, out, bs), "timed", 0) if temperature else ()
+        spec = BatchSpec(ids, (out,) * bs, sampling=Sampling(temperature), seeds=seeds)
+        ours, theirs = alternate(partial(harness_run_ms, backend, spec),
                                  partial(bench_call_ms, backend.llm, prompts, params), rounds)
         ratio = statistics.mean(ours) / statistics.mean(theirs)
         print(f"{bs:>5} {statistics.mean(theirs):>14.2f} {statistics.mean(ours):>11.2f} {ratio:>6.3f}  "
@@ -198,14 +215,14 @@ def alternate(ours, theirs, rounds: int):
 def measure_pair(tmp: Path, model_dir: str, bs: int, inp: int, out: int, sampling: str, flip: bool):
     """(vLLM bench ms, harness ms), one right after the other."""
     if flip:
-        ours = harness_ms(tmp, bs, inp, out)
+        ours = harness_ms(tmp, bs, inp, out, sampling)
         return vllm_bench_ms(tmp, model_dir, bs, inp, out, sampling), ours
     theirs = vllm_bench_ms(tmp, model_dir, bs, inp, out, sampling)
-    return theirs, harness_ms(tmp, bs, inp, out)
+    return theirs, harness_ms(tmp, bs, inp, out, sampling)
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--same-engine":
-        same_engine([int(b) for b in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4]))
+        same_engine([int(b) for b in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     elif len(sys.argv) > 1 and sys.argv[1] == "--child":
         _, _, model, bs, inp, out, result, sampling = sys.argv
         run_vllm_bench(model, int(bs), int(inp), int(out), result, sampling)

@@ -5,6 +5,7 @@ per TP shard). Random weights make near-ties between logits, and TP sums partial
 another order, so the issue asks for the share of identical tokens (investigate below 95%).
 """
 
+from pathlib import Path
 
 from backends.accelerate_pp import AccelerateBackend, AccelerateOptions
 from backends.hf import HFBackend, HFOptions
@@ -13,11 +14,11 @@ from harness.crosscheck import identical_share
 from harness.models import resolve_model
 from harness.sweep import SweepShape
 from harness.timing import BatchSpec
+from tests.contract import rows, run_marked
 from workloads.random_ids import allowed_token_ids, make_prompts
-from tests.contract import rows
-from tests.contract import run_marked
 
 MIN_SHARE = 0.95
+EXAMPLE = Path(__file__).resolve().parent.parent / "yamls" / "prompts" / "example-chats.jsonl"
 
 
 def test_hf_and_accelerate_generate_the_same_tokens_in_process():
@@ -36,14 +37,15 @@ def test_hf_and_accelerate_generate_the_same_tokens_in_process():
 
 
 def test_three_backends_agree_through_benchmark_py(tmp_path):
+    """On real prompts of mixed lengths: left padding and its mask must hide the padding in all three."""
     yaml = tmp_path / "three.yaml"
     yaml.write_text(
         "benchmark_name: crosscheck\n"
         "model: {preset: tiny-llama, weights: random, dtype: fp32}\n"
+        f"workload: {{prompts: {EXAMPLE}, template: llama-2, num_prompts: 16}}\n"
         "backends: [{name: hf, device: cpu}, {name: accelerate, device: cpu},\n"
         "           {name: deepspeed, device: cpu, tp_size: 2}]\n"
-        "batch_sizes: [1, 4]\ninput_lengths: [32]\noutput_lengths: [24]\nnum_batches: 1\nnum_warmup_batches: 0\n"
-        "seed: 3\n"
+        "batch_sizes: [1, 4]\noutput_lengths: [24]\nnum_batches: 1\nnum_warmup_batches: 0\nseed: 3\n"
     )
     proc, _ = run_marked(yaml, "--output-dir", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
