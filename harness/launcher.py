@@ -42,9 +42,9 @@ class Supervision:
     failure: Optional[str] = None  # why the worker stopped early: "died (SIGSEGV)", "timed out ..."
 
 
-def launch_command(plan: EntryPlan, job_path: Path) -> List[str]:
+def launch_command(plan: EntryPlan, job_path: Path, socket_path: Path) -> List[str]:
     """One Python process, or `tp_size` ranks under torchrun for distributed engines."""
-    worker = ["-m", "harness.worker", str(job_path)]
+    worker = ["-m", "harness.worker", str(job_path), str(socket_path)]
     if not plan.backend_cls.distributed:
         return [sys.executable, *worker]
     ranks = plan.placement.tp_size
@@ -58,13 +58,12 @@ def run_in_worker(job: WorkerJob, emit: Callable[[PointResult], None], log_path:
     key = job.context.backend
     state = Supervision([pp for pp in job.plan.points if point_key(key, pp.point) not in job.done])
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        job.socket_path = str(Path(tmp) / "worker.sock")
-        job_path = Path(tmp) / "job.pkl"
+        socket_path, job_path = Path(tmp) / "worker.sock", Path(tmp) / "job.pkl"
         job_path.write_bytes(pickle.dumps(job))
-        listener = _listen(job.socket_path)
+        listener = _listen(str(socket_path))
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(launch_command(job.plan, job_path), cwd=REPO, stdout=log, stderr=log,
+            proc = subprocess.Popen(launch_command(job.plan, job_path, socket_path), cwd=REPO, stdout=log, stderr=log,
                                     env=_worker_env(job.plan), start_new_session=True)
         try:
             conn = _accept(listener, proc, state, load_timeout_s)

@@ -47,7 +47,7 @@ class SweepOptions:
 
 
 def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:
-    """Refuse to mix rows measured under a different model, seed or batch count into one folder."""
+    """Refuse to mix rows measured under a different model, workload, sampling, seed or batch count into one folder."""
     if not previous:
         return
     now = to_plain(config)
@@ -61,8 +61,9 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
               previous: dict, options: SweepOptions) -> int:
     manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(model),
                               [_entry_info(p) for p in plans])
-    crosscheck = TokenCrossCheck(plans, model.weights, out.path / "tokens.jsonl", config.sampling.temperature == 0)
-    manifest["workload"] = plans[0].workload.manifest()
+    workload = plans[0].workload  # one for the whole sweep
+    crosscheck = TokenCrossCheck(plans, model.weights, out.path / "tokens.jsonl", workload.sampling.greedy)
+    manifest["workload"] = workload.manifest()
     manifest["token_crosscheck"] = crosscheck.describe()
     if previous:
         manifest["previous_runs"] = previous.pop("previous_runs", []) + [previous]
@@ -139,7 +140,7 @@ def run_entry(plan: EntryPlan, model: ModelSpec, config: SweepConfig, done: set,
     if not runnable:
         EntryRunner(plan, model, config, context, RunEvents(emit)).run(done)
         return {}
-    job = WorkerJob(plan, model, config, context, done, socket_path="")
+    job = WorkerJob(plan, model, config, context, done)
     return run_in_worker(job, emit, out.path / "logs" / f"{plan.label}.log", config.load_timeout_s,
                          config.point_timeout_s)
 

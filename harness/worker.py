@@ -1,4 +1,4 @@
-"""The worker process of one backend entry: `python -m harness.worker JOB.pkl` (or each rank under torchrun).
+"""The worker process of one backend entry: `python -m harness.worker JOB.pkl SOCKET` (or each rank under torchrun).
 
 It loads the model once, runs the entry's points with the same `EntryRunner` as in-process
 runs, and reports every event to the parent over a Unix socket. Only rank 0 reports; the
@@ -35,7 +35,6 @@ class WorkerJob:
     config: SweepConfig
     context: RunContext
     done: Set[tuple]
-    socket_path: str
 
 
 class ChannelEvents(RunEvents):
@@ -88,12 +87,14 @@ def die_with_parent() -> None:
         pass
 
 
-def main(job_path: str) -> int:
-    with open(job_path, "rb") as f:
-        job: WorkerJob = pickle.load(f)
+def main(job_path: str, socket_path: str) -> int:
     die_with_parent()
     rank = int(os.environ.get("RANK", "0"))
-    conn: Optional[object] = Client(job.socket_path, family="AF_UNIX") if rank == 0 else None
+    # Connect before unpickling the job: that imports the engine's module (transformers, vLLM), seconds the
+    # parent should count as loading, not as a worker that never started.
+    conn: Optional[object] = Client(socket_path, family="AF_UNIX") if rank == 0 else None
+    with open(job_path, "rb") as f:
+        job: WorkerJob = pickle.load(f)
     events = ChannelEvents(conn, job.context.backend, rank)
     EntryRunner(job.plan, job.model, job.config, job.context, events).run(job.done)
     events._send("done")
@@ -101,4 +102,4 @@ def main(job_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], sys.argv[2]))
