@@ -74,12 +74,6 @@ class AccelerateBackend(HFBackend):
     Options = AccelerateOptions
     harness_random_weights = True
 
-    def static_cache(self) -> bool:
-        return False
-
-    def compiled(self) -> bool:
-        return False
-
     @classmethod
     def resolve_placement(cls, options: AccelerateOptions) -> Placement:
         import torch

@@ -73,12 +73,6 @@ class DeepSpeedBackend(HFBackend):
     distributed = True
     harness_random_weights = True
 
-    def static_cache(self) -> bool:
-        return False
-
-    def compiled(self) -> bool:
-        return False
-
     def __init__(self, options: DeepSpeedOptions, model: ModelSpec, shape):
         super().__init__(options, entry_model(options, model), shape)
         if self.placement.device == "cuda":

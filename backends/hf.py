@@ -33,6 +33,14 @@ class GenerateOptions(BackendOptions):
             if value not in allowed:
                 raise UserError(f"{key}.{name}: {value!r} is not one of {', '.join(allowed)}")
 
+    def static_cache(self) -> bool:
+        """Whether generate preallocates its KV cache; only `hf` offers it, the others grow theirs."""
+        return False
+
+    def compiled(self) -> bool:
+        """Whether the forward pass is torch.compiled; only `hf` offers it."""
+        return False
+
 
 @dataclass
 class HFOptions(GenerateOptions):
@@ -50,6 +58,12 @@ class HFOptions(GenerateOptions):
                             f"{', '.join(CACHES)}")
         if self.compile and self.cache_implementation != "static":
             raise UserError(f"{key}.compile: true needs {key}.cache_implementation: static")
+
+    def static_cache(self) -> bool:
+        return self.cache_implementation == "static"
+
+    def compiled(self) -> bool:
+        return self.compile
 
 
 class StepClock(BaseStreamer):
@@ -169,13 +183,6 @@ class HFBackend(Backend):
         if self.placement.device == "cuda":
             torch.cuda.empty_cache()
 
-    def static_cache(self) -> bool:
-        """Engines built on this one (accelerate, deepspeed) run generate's dynamic cache."""
-        return self.options.cache_implementation == "static"
-
-    def compiled(self) -> bool:
-        return self.options.compile
-
     def _generation_config(self, batch: BatchSpec):
         """Up to the batch's largest budget; forced: EOS is masked out until then (min == max). Greedy unless the
         sweep samples (top_k 0 turns HF's default top-k of 50 off)."""
@@ -188,9 +195,10 @@ class HFBackend(Backend):
             config = GenerationConfig(
                 max_new_tokens=n, min_new_tokens=n if batch.forced else None, do_sample=not s.greedy, num_beams=1,
                 use_cache=True, eos_token_id=self.eos_ids, pad_token_id=self.pad_id, **sampling,
-                cache_implementation="static" if self.static_cache() else None, disable_compile=not self.compiled(),
+                cache_implementation="static" if self.options.static_cache() else None,
+                disable_compile=not self.options.compiled(),
             )
-            if self.compiled():
+            if self.options.compiled():
                 config.compile_config = CompileConfig()
                 # HF only auto-compiles on accelerators; the flag opts CPU in, so the option means the same everywhere.
                 config.compile_config._compile_all_devices = True

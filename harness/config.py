@@ -119,19 +119,10 @@ def load_config(path: str | Path, overrides: List[str], backends: "Registry", wo
         _apply_override(raw, item)
     config = to_dataclass(SweepConfig, raw)
     config.backends = [backends.options(entry, f"backends[{i}]") for i, entry in enumerate(config.backends)]
-    config.workload = workloads.options(config.workload, "workload", name=workload_kind(config.workload))
+    config.workload = workloads.options(config.workload, "workload")
     config.workload.resolve_paths(Path(path).parent)
     validate(config)
     return config
-
-
-def workload_kind(workload: Any) -> str:
-    """`workload.prompts: random` picks the random workload; anything else names a prompt file.
-
-    `workload` is the raw section (a mapping) or its resolved options."""
-    default = "random"
-    prompts = workload.get("prompts", default) if isinstance(workload, dict) else getattr(workload, "prompts", default)
-    return "random" if prompts == "random" else "prompts"
 
 
 def to_dataclass(schema: type, raw: Any, prefix: str = "") -> Any:

@@ -34,22 +34,11 @@ def print_plan(plans: List[EntryPlan]) -> None:
             table.add_row(plan.label, device, str(p.batch_size), str(p.input_length), str(p.output_length),
                           f"{pp.estimate.total_bytes / GiB:.2f} GiB", f"{plan.budget_bytes / GiB:.1f} GiB", verdict)
     console.print(table)
-    console.print(f"workload: {describe_workload(plans[0].workload.manifest())}")
+    console.print(f"workload: {plans[0].workload.describe()}")
     runnable = sum(pp.skip_reason is None for plan in plans for pp in plan.points)
     total = sum(len(plan.points) for plan in plans)
     console.print(f"{runnable} of {total} points fit this machine; the rest would be recorded as skipped.")
     warn_unavailable(plans)
-
-
-def describe_workload(facts: Dict[str, object]) -> str:
-    """One line: what the prompts are and how long the outputs run."""
-    output = "exactly output_length tokens" if facts["forced_output_length"] else "up to output_length (EOS stops)"
-    if "file" not in facts:
-        return f"{facts['name']} token ids, {output}"
-    dropped = facts["dropped_over_max_prompt_tokens"]
-    return (f"{facts['name']}: {facts['prompts_used']} prompts of {facts['prompts_in_file']}, mean "
-            f"{facts['mean_prompt_tokens']} tokens after templating" + (f", {dropped} dropped as too long" if dropped
-                                                                         else "") + f"; {output}")
 
 
 def warn_unavailable(plans: List[EntryPlan]) -> None:

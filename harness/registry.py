@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from harness.errors import UserError, known_names
 
@@ -18,6 +18,8 @@ from harness.errors import UserError, known_names
 class Registry:
     kind: str  # "backend", "workload": what an unknown-name error calls it
     table: Dict[str, str]
+    # Which name a section picks when it has no `name` key (the workload section is picked by its `prompts`).
+    pick: Optional[Callable[[Any], str]] = None
 
     def names(self) -> List[str]:
         return sorted(self.table)
@@ -29,13 +31,17 @@ class Registry:
         module, _, cls = self.table[name].partition(":")
         return getattr(importlib.import_module(module), cls)
 
-    def options(self, raw: Any, key: str, name: Optional[str] = None) -> Any:
-        """A raw entry -> the typed `Options` dataclass of the class it names (`raw["name"]`, or `name`)."""
+    def options(self, raw: Any, key: str) -> Any:
+        """A raw entry -> the typed `Options` dataclass of the class it names (`raw["name"]`, or `pick(raw)`)."""
         from harness.config import to_dataclass
 
-        if name is None:
-            if not isinstance(raw, dict) or not raw.get("name"):
-                raise UserError(f"{key}.name: required; each {self.kind} entry needs one of "
-                                f"{', '.join(self.names())}")
-            name = str(raw["name"])
-        return to_dataclass(self.get(name, f"{key}.name").Options, raw, key)
+        return to_dataclass(self.class_of(raw, key).Options, raw, key)
+
+    def class_of(self, section: Any, key: str) -> type:
+        """The class a raw section or its resolved options names."""
+        if self.pick is not None:
+            return self.get(self.pick(section), key)
+        name = section.get("name") if isinstance(section, dict) else getattr(section, "name", None)
+        if not name:
+            raise UserError(f"{key}.name: required; each {self.kind} entry needs one of {', '.join(self.names())}")
+        return self.get(str(name), f"{key}.name")

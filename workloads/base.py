@@ -73,16 +73,18 @@ class Workload(ABC):
         """What a reader needs to know the prompts by, for manifest.json."""
         return {"name": self.name, "forced_output_length": self.forced}
 
+    def describe(self) -> str:
+        """One line for the dry run: what the prompts are and how long the outputs run."""
+        output = "exactly output_length tokens" if self.forced else "up to output_length tokens (EOS stops)"
+        return f"{self.prompt_summary()}; {output}"
+
+    def prompt_summary(self) -> str:
+        return f"{self.name} token ids"
+
     def batch(self, point: SweepPoint, phase: str, index: int) -> BatchSpec:
         prompts, max_tokens = self.prompts(point, phase, index)
         seeds = () if self.sampling.greedy else batch_seeds(self.sampling_seed, point, phase, index)
         return BatchSpec(prompts, max_tokens, self.forced, self.sampling, seeds)
-
-
-def batch_rng(seed: int, point: SweepPoint, phase: str, index: int) -> np.random.Generator:
-    """A generator for one batch: the same point, phase and index always draw the same numbers."""
-    return np.random.default_rng([seed, point.batch_size, point.input_length, point.output_length,
-                                  PHASES[phase], index])
 
 
 def batch_seeds(seed: int, point: SweepPoint, phase: str, index: int) -> Tuple[int, ...]:

@@ -95,6 +95,12 @@ class PromptsWorkload(Workload):
     def longest_input(self, point: SweepPoint) -> int:
         return max(len(p.token_ids) for p in self.prompts_used)
 
+    def prompt_summary(self) -> str:
+        f = self.facts
+        dropped = f["dropped_over_max_prompt_tokens"]
+        return (f"{self.name}: {f['prompts_used']} of {f['prompts_in_file']} prompts, mean {self.mean_length} tokens "
+                "after templating" + (f", {dropped} dropped as too long" if dropped else ""))
+
     def manifest(self) -> Dict[str, Any]:
         return {**super().manifest(), "file": self.options.prompts, "template": self.options.template,
                 "system_prompt": self.options.system_prompt, "mean_prompt_tokens": self.mean_length, **self.facts}
