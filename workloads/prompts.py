@@ -64,9 +64,10 @@ class PromptsWorkload(Workload):
 
     def __init__(self, options: PromptsOptions, config: SweepConfig, prompts: List[Prompt], facts: Dict[str, Any]):
         super().__init__(options, config)
-        self.options, self.prompts_used, self.facts = options, prompts, facts
+        self.options, self.pool, self.facts = options, prompts, facts  # pool: the shuffled prompts batches draw
         self.num_warmup_batches = config.num_warmup_batches
-        self.mean_length = round(float(np.mean([len(p.token_ids) for p in prompts])))
+        lengths = [len(p.token_ids) for p in prompts]
+        self.mean_length, self.longest = round(float(np.mean(lengths))), max(lengths)
 
     @classmethod
     def build(cls, options: PromptsOptions, config: SweepConfig, model: ModelSpec) -> "PromptsWorkload":
@@ -87,13 +88,12 @@ class PromptsWorkload(Workload):
 
     def prompts(self, point: SweepPoint, phase: str, index: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
         slot = index + (self.num_warmup_batches if phase == "timed" else 0)
-        chosen = [self.prompts_used[(slot * point.batch_size + i) % len(self.prompts_used)]
-                  for i in range(point.batch_size)]
+        chosen = [self.pool[(slot * point.batch_size + i) % len(self.pool)] for i in range(point.batch_size)]
         budgets = tuple(min(point.output_length, p.max_tokens or point.output_length) for p in chosen)
         return [list(p.token_ids) for p in chosen], budgets
 
     def longest_input(self, point: SweepPoint) -> int:
-        return max(len(p.token_ids) for p in self.prompts_used)
+        return self.longest
 
     def prompt_summary(self) -> str:
         f = self.facts
