@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Dict, Optional
+from typing import ClassVar, Dict, Optional, Tuple
 
 from harness.config import opt
 from harness.memory import MemoryEstimate, PeakMemory, estimate_point
 from harness.models import ModelSpec
+from harness.stream import StreamSpec, StreamTiming
 from harness.sweep import SweepShape
 from harness.timing import BatchSpec, BatchTiming
 
@@ -50,14 +51,18 @@ class Placement:
 
 
 class Backend(ABC):
-    """One engine behind `load` / `run` / `close`.
+    """One engine behind `load` / `run` (or `serve`) / `close`.
 
     The harness calls `load()` once per backend entry, then `run()` for every warm-up and
-    timed batch of every point, then `close()`. A backend never writes results, picks
-    batches or launches processes: it turns one batch into one `BatchTiming`.
+    timed batch of every point (`scenario: batch`) or `serve()` for every warm-up and timed
+    request stream (`scenario: stream`), then `close()`. A backend never writes results, picks
+    batches or launches worker processes: it turns one batch into one `BatchTiming`, one
+    stream into one `StreamTiming`.
     """
 
     Options: ClassVar[type] = BackendOptions
+    # What the engine can run: static batches (`run`) and/or request streams (`serve`).
+    scenarios: ClassVar[Tuple[str, ...]] = ("batch",)
 
     # Launched as `placement.tp_size` ranks (torchrun) instead of one worker process.
     distributed: ClassVar[bool] = False
@@ -88,6 +93,18 @@ class Backend(ABC):
         """Bytes the point needs across the entry's devices; engines with their own allocator override this."""
         return estimate_point(model, batch_size, input_length, output_length)
 
+    @classmethod
+    def unsupported(cls, options: BackendOptions, scenario: str) -> Optional[str]:
+        """Why these options cannot run `scenario` at all (the entry's points are then skipped), or None."""
+        if scenario in cls.scenarios:
+            return None
+        return f"{options.name} runs scenario: {' | '.join(cls.scenarios)} only, not {scenario}"
+
+    @classmethod
+    def stream_batch_limit(cls, options: BackendOptions) -> Optional[int]:
+        """The most requests the engine runs at once in a stream, where the options fix it (memory estimates)."""
+        return None
+
     @abstractmethod
     def load(self) -> None:
         """Build or load the model on its devices and make it ready to generate."""
@@ -101,6 +118,12 @@ class Backend(ABC):
         one after its outputs are on the host, with the device synchronized. Per-sequence first and
         last token stamps are returned where the engine can tell them (docs/measurement.md).
         """
+
+    def serve(self, stream: StreamSpec) -> StreamTiming:
+        """Run a request stream: each request enters at its scheduled time (`harness.stream.drive` does that for
+        engines with an async API) and is batched however the engine batches. Engines listing "stream" in
+        `scenarios` implement it."""
+        raise NotImplementedError(f"{type(self).__name__} does not run request streams")
 
     def close(self) -> None:
         """Free what `load` took. The default relies on the process ending."""

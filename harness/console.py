@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harness.memory import GiB
+from harness.metrics import SLIP_WARN_MS
 from harness.sweep import EntryPlan
 
 # Logs and CI capture stdout: give them wide lines instead of rich's 80-column fallback.
@@ -24,14 +25,15 @@ def _num(value, fmt: str = ".1f") -> str:
 
 def print_plan(plans: List[EntryPlan]) -> None:
     table = Table(title="Sweep plan (nothing loaded)")
-    for name in ("backend", "device", "batch", "input", "output", "est. memory", "allowed", "runs?"):
+    for name in ("backend", "device", "load", "input", "output", "est. memory", "allowed", "runs?"):
         table.add_column(name, justify="left" if name in ("backend", "device", "runs?") else "right")
     for plan in plans:
         device = f"{plan.placement.device} x{plan.placement.num_devices}"
         for pp in plan.points:
             p = pp.point
             verdict = "yes" if pp.skip_reason is None else "no: " + (plan.unavailable or "over memory")
-            table.add_row(plan.label, device, str(p.batch_size), str(p.input_length), str(p.output_length),
+            table.add_row(plan.label, device, _load(p.batch_size, p.request_rate, p.max_concurrency),
+                          str(p.input_length), str(p.output_length),
                           f"{pp.estimate.total_bytes / GiB:.2f} GiB", f"{plan.budget_bytes / GiB:.1f} GiB", verdict)
     console.print(table)
     console.print(f"workload: {plans[0].workload.describe()}")
@@ -48,10 +50,29 @@ def warn_unavailable(plans: List[EntryPlan]) -> None:
                           style="yellow")
 
 
+def _load(batch_size, request_rate, max_concurrency) -> str:
+    """What loads the engine at a point: `bs 8`, `4/s`, `burst`, `auto` (a rate search), with ` cap 2` when capped."""
+    if batch_size not in (None, ""):
+        return f"bs {batch_size}"
+    if request_rate in (None, ""):
+        load = "auto"
+    else:
+        load = "burst" if float(request_rate) == float("inf") else f"{float(request_rate):g}/s"
+    return load + (f" cap {max_concurrency}" if max_concurrency not in (None, "") else "")
+
+
 def point_line(row: Dict[str, object]) -> str:
-    head = f"[{row['backend']}] bs={row['batch_size']} in={row['input_length']} out={row['output_length']}"
+    load = _load(row["batch_size"], row["request_rate"], row["max_concurrency"])
+    head = f"[{row['backend']}] {load} in={row['input_length']} out={row['output_length']}"
     if row["status"] != "ok":
         return f"{head} {row['status']}: {row['error']}"
+    if row.get("rate_search") == "result":
+        return f"{head} ok  highest rate within the SLO: {_num(row['max_rate_within_slo'], '.3g')} req/s ({row['search_probes']})"
+    if row["scenario"] == "stream":
+        return (f"{head} ok  ttft p50 {_num(row['ttft_ms_p50'])} / p99 {_num(row['ttft_ms_p99'])} ms  "
+                f"tpot p50 {_num(row.get('tpot_ms_p50'), '.2f')} ms  e2e p99 {_num(row['e2e_ms_p99'])} ms  "
+                f"{_num(row['achieved_request_rate'], '.2f')} req/s  goodput {_num(row['goodput'], '.2f')} req/s "
+                f"(SLO met by {_num(float(row['slo_attainment']) * 100, '.0f')}%)")
     return (f"{head} ok  latency {_num(row['latency_ms_mean'])} ms  ttft {_num(row['ttft_ms_mean'])} ms  "
             f"tpot {_num(row.get('tpot_ms_mean'), '.2f')} ms  {_num(row['throughput_tokens_per_s'])} tok/s")
 
@@ -73,10 +94,50 @@ class SweepProgress:
 
     def point_done(self, row: Dict[str, object]) -> None:
         self.progress.console.print(point_line(row), markup=False)
-        self.progress.advance(self.task)
+        if row.get("rate_search") != "probe":  # a rate search's probes are steps of one planned point
+            self.progress.advance(self.task)
 
 
 def print_summary(rows: List[Dict[str, str]]) -> None:
+    batch = [r for r in rows if r.get("scenario", "batch") == "batch"]
+    stream = [r for r in rows if r.get("scenario") == "stream"]
+    if batch:
+        _batch_summary(batch)
+    if stream:
+        _stream_summary(stream)
+
+
+def _stream_summary(rows: List[Dict[str, str]]) -> None:
+    table = Table(title="Request streams (latencies from each request's scheduled arrival)")
+    columns = ("backend", "load", "input", "output", "status", "req/s", "TTFT p50", "TTFT p99", "TPOT p50",
+               "E2E p99", "tokens/s", "SLO met", "goodput", "slip p99")
+    for name in columns:
+        table.add_column(name, justify="left" if name in ("backend", "status") else "right")
+    measured = [r for r in rows if r.get("rate_search") != "result"]
+    for r in measured:
+        attained = _num(float(r["slo_attainment"]) * 100, ".0f") + "%" if r["slo_attainment"] else "-"
+        table.add_row(r["backend"], _load(None, r["request_rate"], r["max_concurrency"]), r["input_length"],
+                      r["output_length"], r["status"], _num(r["achieved_request_rate"], ".2f"), _num(r["ttft_ms_p50"]),
+                      _num(r["ttft_ms_p99"]), _num(r["tpot_ms_p50"], ".2f"), _num(r["e2e_ms_p99"]),
+                      _num(r["throughput_tokens_per_s"]), attained, _num(r["goodput"], ".2f"),
+                      _num(r["send_slip_ms_p99"], ".2f"))
+    console.print(table)
+    for r in rows:
+        if r.get("rate_search") == "result" and r["status"] == "ok":
+            cap = f", cap {r['max_concurrency']}" if r["max_concurrency"] else ""
+            found = (f"{float(r['max_rate_within_slo']):.3g} req/s" if r["max_rate_within_slo"]
+                     else "none of the rates probed")
+            console.print(f"{r['backend']} (in={r['input_length']} out={r['output_length']}{cap}): highest rate within "
+                          f"the SLO: {found} ({r['search_probes']})")
+    slipped = [r for r in measured if r["send_slip_ms_p99"] and float(r["send_slip_ms_p99"]) > SLIP_WARN_MS]
+    for r in slipped:
+        console.print(
+            f"warning: {r['backend']} at {_load(None, r['request_rate'], r['max_concurrency'])}: p99 send slip "
+            f"{float(r['send_slip_ms_p99']):.1f} ms > {SLIP_WARN_MS:g} ms: the client, not the engine, limited the "
+            "offered load; its latencies include that lateness", style="yellow")
+
+
+def _batch_summary(rows: List[Dict[str, str]]) -> None:
     table = Table(title="Results")
     columns = ("backend", "batch", "input", "output", "status", "latency ms", "TTFT ms", "TPOT ms", "tokens/s")
     for name in columns:

@@ -8,11 +8,13 @@ fast batches.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from harness.records import BatchSample
+from harness.records import SLO, BatchSample
+from harness.stream import RequestTiming, StreamTiming
 
 STATS = ("mean", "p50", "p90", "p99", "std")
 REQUEST_STATS = ("mean", "p50", "p90", "p99")
@@ -42,8 +44,10 @@ def summarize(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
 
 
 def token_counts(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
-    inputs = [n for s in samples for n in s.input_tokens]
-    outputs = [n for s in samples for n in s.output_tokens]
+    return token_counts_of([n for s in samples for n in s.input_tokens], [n for s in samples for n in s.output_tokens])
+
+
+def token_counts_of(inputs: Sequence[int], outputs: Sequence[int]) -> Dict[str, Optional[float]]:
     return {"input_tokens_mean": float(np.mean(inputs)), "input_tokens_max": max(inputs),
             "output_tokens_mean": float(np.mean(outputs))}
 
@@ -71,3 +75,81 @@ def request_metrics(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
     for name, values in zip(REQUEST_METRICS, (ttfts, tpots, latencies)):
         out.update(describe(values, name, REQUEST_STATS))
     return out
+
+
+# --- Request streams (docs/measurement.md, "Request streams") ---------------------------------------------
+
+# Over this p99 send slip the client, not the engine, limits the offered load (the summary warns).
+SLIP_WARN_MS = 5.0
+
+
+@dataclass(frozen=True)
+class RequestFigures:
+    """One request's latencies, every clock started at its scheduled arrival."""
+
+    ttft_ms: float
+    tpot_ms: Optional[float]  # None for a one-token request
+    e2e_ms: float
+    itl_ms: Tuple[float, ...]
+    send_slip_ms: float
+    client_wait_ms: float  # released, waiting for a concurrency slot (or a static batch) until sent
+    queue_ms: Optional[float]
+
+    def meets(self, slo: SLO) -> bool:
+        return self.ttft_ms <= slo.ttft_ms and (self.tpot_ms is None or self.tpot_ms <= slo.tpot_ms)
+
+
+def request_figures(r: RequestTiming) -> RequestFigures:
+    n = r.output_tokens
+    tpot = (r.last_token_s - r.first_token_s) * 1e3 / (n - 1) if n > 1 else None
+    return RequestFigures(
+        ttft_ms=(r.first_token_s - r.scheduled_s) * 1e3, tpot_ms=tpot, e2e_ms=(r.last_token_s - r.scheduled_s) * 1e3,
+        itl_ms=tuple(g * 1e3 for g in r.token_gaps_s), send_slip_ms=(r.dispatched_s - r.scheduled_s) * 1e3,
+        client_wait_ms=(r.sent_s - r.dispatched_s) * 1e3, queue_ms=None if r.queued_s is None else r.queued_s * 1e3,
+    )
+
+
+def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float]]:
+    """Every stream column of one point, over its timed requests (all of which completed: the runner checks).
+
+    The duration is the stream's start (the first request's scheduled arrival) to its last token, as in
+    vLLM's serving benchmark; rates and goodput are over it.
+    """
+    requests = timing.requests
+    figures = [request_figures(r) for r in requests]
+    duration_s = max(r.last_token_s for r in requests) - timing.start_s
+    met = sum(f.meets(slo) for f in figures)
+    out: Dict[str, Optional[float]] = {
+        "num_requests": len(requests),
+        "achieved_request_rate": len(requests) / duration_s,
+        "throughput_tokens_per_s": sum(r.output_tokens for r in requests) / duration_s,
+        "slo_attainment": met / len(requests),
+        "goodput": met / duration_s,
+        "max_concurrency_reached": max_in_flight(requests),
+        "duration_s": duration_s,
+    }
+    out.update(describe([f.ttft_ms for f in figures], "ttft_ms"))
+    out.update(describe([f.tpot_ms for f in figures if f.tpot_ms is not None], "tpot_ms"))
+    out.update(describe([g for f in figures for g in f.itl_ms], "itl_ms"))
+    out.update(describe([f.e2e_ms for f in figures], "e2e_ms"))
+    slips = [f.send_slip_ms for f in figures]
+    out["send_slip_ms_p50"], out["send_slip_ms_p99"] = (float(v) for v in np.percentile(slips, [50, 99]))
+    queues = [f.queue_ms for f in figures if f.queue_ms is not None]
+    out["queue_ms_mean"] = float(np.mean(queues)) if queues else None
+    out.update(token_counts_of([r.input_tokens for r in requests], [r.output_tokens for r in requests]))
+    return out
+
+
+def max_in_flight(requests: Sequence[RequestTiming]) -> int:
+    """Most requests between reaching the engine (sent) and their last token at any instant."""
+    events = sorted([(r.sent_s, 1) for r in requests] + [(r.last_token_s, -1) for r in requests])
+    peak = current = 0
+    for _, step in events:  # at equal times an end (-1) sorts before a start: touching intervals don't overlap
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+def slo_met(attainment: float, slo: SLO) -> bool:
+    """A rate counts as sustained when at least the SLO's percentile of its requests met both targets."""
+    return attainment * 100 >= slo.percentile - 1e-9

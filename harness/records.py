@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from harness.stream import StreamTiming
 from harness.sweep import SweepPoint
 
 STATUSES = ("ok", "oom", "skipped", "error")
@@ -51,20 +52,35 @@ class BatchSample:
                      zip(self.request_ttfts_ms, self.request_latencies_ms, self.output_tokens) if n > 1)
 
 
+@dataclass(frozen=True)
+class SLO:
+    """The latency targets a stream point's requests are judged by (config `stream.slo`)."""
+
+    ttft_ms: float
+    tpot_ms: float
+    percentile: float
+
+
 @dataclass
 class PointResult:
     context: RunContext
     point: SweepPoint
     status: str
     error: str = ""
-    samples: List[BatchSample] = field(default_factory=list)
-    num_warmup_batches: int = 0
+    samples: List[BatchSample] = field(default_factory=list)  # scenario batch: the timed batches
+    stream: Optional[StreamTiming] = field(default=None, repr=False)  # scenario stream: the timed requests
+    slo: Optional[SLO] = None  # scenario stream
+    num_warmup_batches: int = 0  # or warm-up requests, in a stream
     peak_memory_bytes: Optional[int] = None
     load_time_s: Optional[float] = None
     estimated_memory_bytes: Optional[int] = None
     engine_stats: Dict[str, object] = field(default_factory=dict)  # the engine's own figures, e.g. KV capacity
     token_ids: Optional[Tuple[Tuple[int, ...], ...]] = field(default=None, repr=False)  # first timed batch
     tokens_identical_share: Optional[float] = None  # vs the sweep's first backend entry, same point
+    # request_rates: auto: "probe" for each rate the search measured, "result" for the search's own row
+    rate_search: str = ""
+    max_rate_within_slo: Optional[float] = None  # the result row: highest sustained rate probed (None: none met)
+    search_probes: str = ""  # the result row: every probe and whether it met the SLO
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status
@@ -75,8 +91,14 @@ class PointResult:
         return point_key(self.context.backend, self.point)
 
 
-PointKey = Tuple[str, str, int, int, int]
+    @property
+    def measured(self) -> bool:
+        return bool(self.samples) or self.stream is not None
+
+
+PointKey = Tuple[str, str, Optional[int], int, int, Optional[float], Optional[int]]
 
 
 def point_key(backend: str, point: SweepPoint) -> PointKey:
-    return (backend, point.workload, point.batch_size, point.input_length, point.output_length)
+    return (backend, point.workload, point.batch_size, point.input_length, point.output_length, point.request_rate,
+            point.max_concurrency)

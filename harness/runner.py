@@ -9,15 +9,19 @@ The runner is the same in-process and in a worker process; only `events` differ.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from harness.config import SweepConfig
 from harness.errors import ShortOutputError
+from harness.metrics import slo_met, summarize_stream
 from harness.models import ModelSpec
-from harness.records import BatchSample, PointResult, RunContext, point_key
-from harness.sweep import EntryPlan, PlannedPoint, SweepPoint
+from harness.ratesearch import RateSearch
+from harness.records import SLO, BatchSample, PointResult, RunContext, point_key
+from harness.stream import StreamSpec, StreamTiming
+from harness.sweep import EntryPlan, PlannedPoint, SweepPoint, concurrency
 from harness.timing import BatchSpec, BatchTiming
 
 class RunEvents:
@@ -69,9 +73,11 @@ class EntryRunner:
         if self.load_error is not None:
             return self._result(pp, *self.load_error)
         p = pp.point
-        reason = self.backend.cannot_run(p.batch_size, self.workload.longest_input(p), p.output_length)
+        reason = self.backend.cannot_run(max(1, concurrency(p)), self.workload.longest_input(p), p.output_length)
         if reason:
             return self._result(pp, "skipped", reason)
+        if p.rate_search:
+            return self._search_rate(pp)
         return self._measure(pp)
 
     def _load(self) -> None:
@@ -88,13 +94,37 @@ class EntryRunner:
         self.engine_stats = backend.engine_stats()
         self.events.loaded({"load_time_s": self.load_time_s, **backend.runtime_info()})
 
-    def _measure(self, pp: PlannedPoint) -> PointResult:
+    def _search_rate(self, pp: PlannedPoint) -> PointResult:
+        """`request_rates: auto`: every probe is reported as a stream point of its own (`rate_search` probe), then
+        the search's result row; a probe that fails ends the search with that probe's status."""
         self.events.started(pp.point)
+        s = self.config.stream.search
+        search = RateSearch(s.start_rate, s.precision, s.max_probes)
+        while (rate := search.next_rate()) is not None:
+            probe = self._measure(PlannedPoint(dataclasses.replace(pp.point, request_rate=rate), pp.estimate),
+                                  announce=False)
+            probe.rate_search = "probe"
+            self.events.finished(probe)
+            if probe.status != "ok":
+                return self._result(pp, probe.status, f"rate search stopped: the probe at {rate:g}/s: {probe.error}")
+            search.record(rate, slo_met(summarize_stream(probe.stream, probe.slo)["slo_attainment"], probe.slo))
+        result = self._result(pp, "ok")
+        result.rate_search, result.max_rate_within_slo = "result", search.sustained
+        result.search_probes = search.describe() + ("" if search.converged else f" (not converged: max_probes "
+                                                    f"{s.max_probes} or no rate met the SLO)")
+        result.engine_stats = self.engine_stats
+        return result
+
+    def _measure(self, pp: PlannedPoint, announce: bool = True) -> PointResult:
+        if announce:  # the parent tracks planned points; a rate search's probes are not planned
+            self.events.started(pp.point)
         self.first_token_ids = None
         self.backend.peak_memory.reset()
         try:
-            samples = self._time_point(pp.point)
-            result = self._result(pp, "ok", samples=samples)
+            if pp.point.scenario == "stream":
+                result = self._result(pp, "ok", stream=self._serve_point(pp.point))
+            else:
+                result = self._result(pp, "ok", samples=self._time_point(pp.point))
         except Exception as e:
             if not is_oom(e):
                 return self._result(pp, "error", one_line(e))
@@ -119,7 +149,23 @@ class EntryRunner:
                 self.first_token_ids = timing.token_ids
         return samples
 
+    def _serve_point(self, point: SweepPoint) -> StreamTiming:
+        """The warm-up stream, run to its end, then the timed one: warm-up requests never share the engine with
+        timed ones."""
+        stream_config = self.config.stream
+        if stream_config.num_warmup_requests:
+            warmup = self.workload.stream(point, "warmup", stream_config)
+            check_stream_output(self.backend.serve(warmup), warmup)
+        timed = self.workload.stream(point, "timed", stream_config)
+        timing = self.backend.serve(timed)
+        check_stream_output(timing, timed)
+        ids = tuple(r.token_ids for r in timing.requests)
+        self.first_token_ids = ids if all(i is not None for i in ids) else None
+        return timing
+
     def _oom_skip_reason(self, point: SweepPoint) -> Optional[str]:
+        if point.scenario == "stream":
+            return None
         smallest = self.smallest_oom.get((point.input_length, point.output_length))
         if smallest is None or point.batch_size <= smallest:
             return None
@@ -127,14 +173,17 @@ class EntryRunner:
 
     def _note_oom(self, point: SweepPoint) -> None:
         gc.collect()  # drop the failed batch's tensors before the next point allocates
-        if self.config.skip_larger_batches_after_oom:
+        if self.config.skip_larger_batches_after_oom and point.scenario == "batch":
             key = (point.input_length, point.output_length)
             self.smallest_oom[key] = min(point.batch_size, self.smallest_oom.get(key, point.batch_size))
 
-    def _result(self, pp: PlannedPoint, status: str, error: str = "", samples=()) -> PointResult:
+    def _result(self, pp: PlannedPoint, status: str, error: str = "", samples=(), stream=None) -> PointResult:
+        warmup = self.config.stream.num_warmup_requests if stream else self.config.num_warmup_batches
+        slo = self.config.stream.slo
         return PointResult(
-            self.context, pp.point, status, error, list(samples),
-            num_warmup_batches=self.config.num_warmup_batches if samples else 0,
+            self.context, pp.point, status, error, list(samples), stream,
+            slo=SLO(slo.ttft_ms, slo.tpot_ms, slo.percentile) if pp.point.scenario == "stream" else None,
+            num_warmup_batches=warmup if (samples or stream) else 0,
             load_time_s=self.load_time_s,
             estimated_memory_bytes=pp.estimate.total_bytes,
         )
@@ -150,6 +199,24 @@ def check_output(timing: BatchTiming, batch: BatchSpec) -> None:
             raise ShortOutputError(f"a sequence produced {got} tokens, {budget} were forced")
         if not 1 <= got <= budget:
             raise ShortOutputError(f"a sequence produced {got} tokens, outside 1..{budget}")
+
+
+def check_stream_output(timing: StreamTiming, stream: StreamSpec) -> None:
+    """Every request must come back, in order, within its budget (exactly it when forced): a failed or short
+    request makes the point's figures meaningless, as in a batch. The first failure names the point's error."""
+    if len(timing.requests) != stream.num_requests:
+        raise ShortOutputError(f"got {len(timing.requests)} request timings for a stream of {stream.num_requests}")
+    assert [r.index for r in timing.requests] == list(range(stream.num_requests)), "requests out of order"
+    failed = [r for r in timing.requests if not r.ok]
+    if failed:
+        first = failed[0]
+        raise RuntimeError(f"{len(failed)} of {stream.num_requests} requests failed; request {first.index}: "
+                           f"{first.error or 'no tokens came back'}")
+    for r, budget in zip(timing.requests, stream.requests.max_tokens):
+        if stream.requests.forced and r.output_tokens != budget:
+            raise ShortOutputError(f"request {r.index} produced {r.output_tokens} tokens, {budget} were forced")
+        if not 1 <= r.output_tokens <= budget:
+            raise ShortOutputError(f"request {r.index} produced {r.output_tokens} tokens, outside 1..{budget}")
 
 
 def to_sample(index: int, timing: BatchTiming, batch: BatchSpec) -> BatchSample:

@@ -23,7 +23,11 @@ from harness.worker import WorkerJob
 from harness.writers import ResultsDir, read_rows, result_row
 
 # Keys whose change makes earlier rows incomparable with new ones.
-RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "num_warmup_batches", "seed")
+# Keys whose change makes earlier rows incomparable with new ones (the axes themselves, batch sizes, lengths, rates
+# and caps, may grow: new points are simply run).
+RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "num_warmup_batches", "seed",
+               "scenario", "stream.arrival", "stream.num_requests", "stream.num_warmup_requests", "stream.seed",
+               "stream.slo")
 
 
 class SweepObserver:
@@ -52,9 +56,16 @@ def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:
         return
     now = to_plain(config)
     for key in RESUME_KEYS:
-        if previous["config"].get(key) != now[key]:
-            raise UserError(f"--resume: {path} was measured with {key}={previous['config'].get(key)!r}, "
-                            f"this config has {now[key]!r}; use a new --output-dir")
+        before, after = _lookup(previous["config"], key), _lookup(now, key)
+        if before != after:
+            raise UserError(f"--resume: {path} was measured with {key}={before!r}, this config has {after!r}; "
+                            "use a new --output-dir")
+
+
+def _lookup(config: dict, dotted: str):
+    for part in dotted.split("."):
+        config = config.get(part) if isinstance(config, dict) else None
+    return config
 
 
 def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out: ResultsDir, done: set,

@@ -6,6 +6,7 @@ The plan is computed before any model is loaded; `--dry-run` prints it and stops
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import List, Optional
 
@@ -15,28 +16,61 @@ from harness.models import ModelSpec
 from harness.registry import Registry
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class SweepPoint:
-    """One shape of the sweep. Ordered by lengths, then batch size, so batch sizes grow within a length pair.
+    """One shape of the sweep: a static batch (`batch_size`) or a request stream (`request_rate`).
 
     `workload` names what the prompts are (`random`, or a prompt file with its template). For a prompt
     file, `input_length` is the mean prompt length of the prompts the sweep draws from, and
     `output_length` the output budget (forced, or a cap when EOS may stop a sequence).
+    A stream point has no batch size: its offered `request_rate` (requests/s; inf for a burst, every
+    request at once; None for `request_rates: auto`, a search over rates) and `max_concurrency`
+    (None: no cap) take its place.
     """
 
     input_length: int
     output_length: int
-    batch_size: int
+    batch_size: Optional[int]
     workload: str = "random"
+    request_rate: Optional[float] = None
+    max_concurrency: Optional[int] = None
+
+    @property
+    def scenario(self) -> str:
+        return "batch" if self.batch_size is not None else "stream"
+
+    @property
+    def rate_search(self) -> bool:
+        """`request_rates: auto`: the point searches for the highest rate within the SLO."""
+        return self.scenario == "stream" and self.request_rate is None
+
+    @property
+    def sort_key(self) -> tuple:
+        """Lengths, then batch size or rate, then the cap (none last): load grows within a length pair."""
+        cap = math.inf if self.max_concurrency is None else self.max_concurrency
+        return (self.input_length, self.output_length, self.batch_size or 0, self.request_rate or 0.0, cap,
+                self.workload)
+
+    def describe(self) -> str:
+        """`bs=8 in=128 out=64`, or `rate=4/s in=128 out=64` (`cap=8` when capped), for console lines."""
+        if self.scenario == "batch":
+            load = f"bs={self.batch_size}"
+        elif self.rate_search:
+            load = "rate=auto"
+        else:
+            load = "burst" if math.isinf(self.request_rate) else f"rate={self.request_rate:g}/s"
+            load += f" cap={self.max_concurrency}" if self.max_concurrency else ""
+        return f"{load} in={self.input_length} out={self.output_length}"
 
 
 @dataclass(frozen=True)
 class SweepShape:
     """The largest shapes of a sweep, for engines that size buffers up front (vLLM, DeepSpeed)."""
 
-    max_batch_size: int
+    max_batch_size: int  # in a stream: the largest max_concurrency (0: no cap, the engine's own limit)
     max_input_length: int
     max_output_length: int
+    scenario: str = "batch"
 
     @property
     def max_tokens(self) -> int:
@@ -44,9 +78,11 @@ class SweepShape:
 
 
 def sweep_shape(points: List["PlannedPoint"], workload) -> SweepShape:
-    return SweepShape(max(pp.point.batch_size for pp in points),
+    """For a stream, the batch an engine may be handed at once is bounded by the cap, if any (else 0: the
+    engine's own limit)."""
+    return SweepShape(max(concurrency(pp.point) for pp in points),
                       max(workload.longest_input(pp.point) for pp in points),
-                      max(pp.point.output_length for pp in points))
+                      max(pp.point.output_length for pp in points), points[0].point.scenario)
 
 
 @dataclass(frozen=True)
@@ -79,8 +115,20 @@ class EntryPlan:
 
 
 def sweep_points(config: SweepConfig, workload) -> List[SweepPoint]:
-    shapes = itertools.product(workload.input_lengths(), config.output_lengths, config.batch_sizes)
-    return sorted(SweepPoint(i, o, b, workload.name) for i, o, b in shapes)
+    lengths = list(itertools.product(workload.input_lengths(), config.output_lengths))
+    if config.scenario == "batch":
+        points = [SweepPoint(i, o, b, workload.name) for (i, o), b in itertools.product(lengths, config.batch_sizes)]
+    else:
+        s = config.stream
+        rates = [math.inf] if s.arrival == "burst" else [None] if s.request_rates == "auto" else s.request_rates
+        points = [SweepPoint(i, o, None, workload.name, r, c)
+                  for (i, o), r, c in itertools.product(lengths, rates, s.max_concurrency)]
+    return sorted(points, key=lambda p: p.sort_key)
+
+
+def concurrency(point: SweepPoint) -> int:
+    """Sequences an engine may hold at once for this point: the batch, or a stream's cap (0: no cap)."""
+    return point.batch_size if point.scenario == "batch" else (point.max_concurrency or 0)
 
 
 def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, workload) -> List[EntryPlan]:
@@ -89,16 +137,27 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, worklo
     for i, options in enumerate(config.backends):
         cls = backends.get(options.name, f"backends[{i}].name")
         placement = cls.resolve_placement(options)
-        missing = _missing_devices(placement)
+        missing = cls.unsupported(options, config.scenario) or _missing_devices(placement)
         free = 0 if missing else available_bytes(placement.device, placement.num_devices)
         budget = int(free * config.memory_fraction)
         points = []
         for p in sweep_points(config, workload):
-            estimate = cls.estimate_memory(options, model, p.batch_size, workload.longest_input(p), p.output_length)
+            estimate = cls.estimate_memory(options, model, estimate_batch(cls, options, p), workload.longest_input(p),
+                                           p.output_length)
             reason = missing or _memory_skip(estimate, budget, placement.device, config)
             points.append(PlannedPoint(p, estimate, reason))
         plans.append(EntryPlan(options, cls, placement, budget, points, workload, missing))
     return plans
+
+
+def estimate_batch(cls, options, point: SweepPoint) -> int:
+    """The batch a point's memory estimate is for. A stream's engine holds at most its cap, or its own
+    batch limit (`stream_batch_limit`), or, with neither, one sequence per estimate (engines that
+    preallocate, like vLLM, estimate their whole cache anyway)."""
+    if point.scenario == "batch":
+        return point.batch_size
+    limits = [n for n in (point.max_concurrency, cls.stream_batch_limit(options)) if n]
+    return min(limits) if limits else 1
 
 
 def _missing_devices(placement) -> Optional[str]:

@@ -1,4 +1,5 @@
-"""The results folder: results.csv (one row per point), samples.csv (one per timed batch), manifest.json.
+"""The results folder: results.csv (one row per point), samples.csv (one per timed batch), requests.csv (one
+per timed request of a stream), manifest.json.
 
 Rows are appended, flushed and fsynced as each point finishes, so a crash or `kill -9`
 loses at most the point in flight, and `--resume` knows exactly which points are done.
@@ -13,16 +14,29 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Set
 
 from harness.errors import UserError
-from harness.metrics import REQUEST_METRICS, REQUEST_STATS, STATS, summarize
+from harness.metrics import (REQUEST_METRICS, REQUEST_STATS, STATS, request_figures, summarize,
+                             summarize_stream)
 from harness.records import PointKey, PointResult, point_key
 from harness.sweep import SweepPoint
 
 CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size"]
 # For a prompt file, input_length is its prompts' mean length; the real counts are in TOKEN_COLUMNS.
-POINT_COLUMNS = ["workload", "batch_size", "input_length", "output_length"]
+# A batch point has a batch_size; a stream point a request_rate (inf: burst) and max_concurrency (blank: no cap).
+POINT_COLUMNS = ["scenario", "workload", "batch_size", "input_length", "output_length", "request_rate",
+                 "max_concurrency"]
 TOKEN_COLUMNS = ["input_tokens_mean", "input_tokens_max", "output_tokens_mean"]
-# Figures only some engines report (blank elsewhere): vLLM's KV cache capacity and size.
-ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes"]
+# Figures only some engines report (blank elsewhere): vLLM's KV cache capacity and size; how a stream is batched.
+ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes", "batching"]
+# Stream points only (docs/measurement.md, "Request streams"); ttft_ms_* and tpot_ms_* are shared with batch
+# points, over requests instead of batches.
+STREAM_COLUMNS = (
+    ["num_requests", "num_warmup_requests", "achieved_request_rate", "duration_s"]
+    + [f"{m}_{s}" for m in ("itl_ms", "e2e_ms") for s in STATS]
+    + ["slo_ttft_ms", "slo_tpot_ms", "slo_percentile", "slo_attainment", "goodput", "max_concurrency_reached",
+       "send_slip_ms_p50", "send_slip_ms_p99", "queue_ms_mean"]
+    # request_rates: auto: each probe is a stream row marked "probe"; the search's own row "result" holds its answer
+    + ["rate_search", "max_rate_within_slo", "search_probes"]
+)
 # Share of greedy tokens identical to the first backend entry's at the same point (same weights only).
 CROSSCHECK_COLUMNS = ["tokens_identical_share"]
 RESULT_COLUMNS = (
@@ -31,22 +45,54 @@ RESULT_COLUMNS = (
     + ["throughput_tokens_per_s", "prefill_tokens_per_s", "latency_per_output_token_ms"] + TOKEN_COLUMNS
     + [f"{m}_{s}" for m in REQUEST_METRICS for s in REQUEST_STATS]
     + ["peak_memory_bytes", "estimated_memory_bytes", "load_time_s"]
-    + ENGINE_COLUMNS + CROSSCHECK_COLUMNS
+    + STREAM_COLUMNS + ENGINE_COLUMNS + CROSSCHECK_COLUMNS
 )
 SAMPLE_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + ["batch_index", "latency_ms", "ttft_ms", "tpot_ms",
                                                     "input_tokens", "output_tokens", "min_output_tokens"]
+# Times are seconds from the stream's start; latencies start at the request's scheduled arrival.
+REQUEST_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + [
+    "request_index", "scheduled_s", "dispatched_s", "sent_s", "first_token_s", "last_token_s", "input_tokens",
+    "output_tokens", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms_mean", "itl_ms_max", "send_slip_ms", "client_wait_ms",
+    "queue_ms", "met_slo",
+]
 
 
 def result_row(result: PointResult) -> Dict[str, object]:
     row = _keys(result)
-    row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches,
-               status=result.status, error=result.error, peak_memory_bytes=result.peak_memory_bytes,
+    row.update(status=result.status, error=result.error, peak_memory_bytes=result.peak_memory_bytes,
                estimated_memory_bytes=result.estimated_memory_bytes, load_time_s=result.load_time_s,
                tokens_identical_share=result.tokens_identical_share)
+    if result.point.scenario == "batch":
+        row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches)
+    else:
+        slo = result.slo
+        row.update(num_warmup_requests=result.num_warmup_batches, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms,
+                   slo_percentile=slo.percentile, rate_search=result.rate_search,
+                   max_rate_within_slo=result.max_rate_within_slo, search_probes=result.search_probes)
     row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_COLUMNS})
     if result.samples:
         row.update(summarize(result.samples))
+    if result.stream is not None:
+        row.update(summarize_stream(result.stream, result.slo))
     return row
+
+
+def request_rows(result: PointResult) -> List[Dict[str, object]]:
+    if result.stream is None:
+        return []
+    t0, rows = result.stream.start_s, []
+    for r in result.stream.requests:
+        f = request_figures(r)
+        rows.append({
+            **_keys(result), "request_index": r.index, "scheduled_s": r.scheduled_s - t0,
+            "dispatched_s": r.dispatched_s - t0, "sent_s": r.sent_s - t0, "first_token_s": r.first_token_s - t0,
+            "last_token_s": r.last_token_s - t0, "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
+            "ttft_ms": f.ttft_ms, "tpot_ms": f.tpot_ms, "e2e_ms": f.e2e_ms,
+            "itl_ms_mean": sum(f.itl_ms) / len(f.itl_ms) if f.itl_ms else None,
+            "itl_ms_max": max(f.itl_ms) if f.itl_ms else None, "send_slip_ms": f.send_slip_ms,
+            "client_wait_ms": f.client_wait_ms, "queue_ms": f.queue_ms, "met_slo": int(f.meets(result.slo)),
+        })
+    return rows
 
 
 def sample_rows(result: PointResult) -> List[Dict[str, object]]:
@@ -61,8 +107,9 @@ def sample_rows(result: PointResult) -> List[Dict[str, object]]:
 def _keys(result: PointResult) -> Dict[str, object]:
     c, p = result.context, result.point
     return {"benchmark_name": c.benchmark_name, "backend": c.backend, "model": c.model, "dtype": c.dtype,
-            "hardware": c.hardware, "num_devices": c.num_devices, "tp_size": c.tp_size, "workload": p.workload,
-            "batch_size": p.batch_size, "input_length": p.input_length, "output_length": p.output_length}
+            "hardware": c.hardware, "num_devices": c.num_devices, "tp_size": c.tp_size, "scenario": p.scenario,
+            "workload": p.workload, "batch_size": p.batch_size, "input_length": p.input_length,
+            "output_length": p.output_length, "request_rate": p.request_rate, "max_concurrency": p.max_concurrency}
 
 
 class ResultsDir:
@@ -72,10 +119,11 @@ class ResultsDir:
         self.path = Path(path)
         self.results_csv = self.path / "results.csv"
         self.samples_csv = self.path / "samples.csv"
+        self.requests_csv = self.path / "requests.csv"
         self.manifest_json = self.path / "manifest.json"
 
     def has_results(self) -> bool:
-        return self.results_csv.exists() or self.samples_csv.exists()
+        return any(p.exists() for p in (self.results_csv, self.samples_csv, self.requests_csv))
 
     def open(self, resume: bool) -> Set[PointKey]:
         """Create the folder, or check it may be continued; returns the keys of points already done."""
@@ -85,18 +133,25 @@ class ResultsDir:
                 "or choose another folder"
             )
         self.path.mkdir(parents=True, exist_ok=True)
-        for path, columns in ((self.results_csv, RESULT_COLUMNS), (self.samples_csv, SAMPLE_COLUMNS)):
+        for path, columns in self._files():
             if _header(path) not in (None, columns):
                 raise UserError(f"--resume: {path} has other columns than this version writes; start a new folder")
-        done = {_row_key(r) for r in read_rows(self.results_csv)}
+        done = self._drop_unfinished_searches()
         self._drop_orphan_samples(done)
         return done
 
     def write_point(self, result: PointResult) -> None:
-        # Samples first: a crash between the two writes leaves orphan samples, which `open` drops,
+        # Samples and requests first: a crash between the writes leaves orphan rows, which `open` drops,
         # never a result row without its samples.
         _append(self.samples_csv, SAMPLE_COLUMNS, sample_rows(result))
+        requests = request_rows(result)
+        if requests:  # a sweep without streams has no requests.csv
+            _append(self.requests_csv, REQUEST_COLUMNS, requests)
         _append(self.results_csv, RESULT_COLUMNS, [result_row(result)])
+
+    def _files(self):
+        return ((self.results_csv, RESULT_COLUMNS), (self.samples_csv, SAMPLE_COLUMNS),
+                (self.requests_csv, REQUEST_COLUMNS))
 
     def write_manifest(self, manifest: dict) -> None:
         tmp = self.manifest_json.with_suffix(".json.tmp")
@@ -106,16 +161,35 @@ class ResultsDir:
     def read_manifest(self) -> dict:
         return json.loads(self.manifest_json.read_text()) if self.manifest_json.exists() else {}
 
-    def _drop_orphan_samples(self, done: Set[PointKey]) -> None:
-        rows = read_rows(self.samples_csv)
-        kept = [r for r in rows if _row_key(r) in done]
+    def _drop_unfinished_searches(self) -> Set[PointKey]:
+        """The probes of a rate search that never wrote its result row are dropped: a resumed sweep runs the
+        search again from its start, and its probes would otherwise appear twice. Returns the kept keys."""
+        rows = read_rows(self.results_csv)
+        searches = {_row_key(r) for r in rows if r.get("rate_search") == "result"}
+        kept = [r for r in rows if r.get("rate_search") != "probe" or _search_key(r) in searches]
         if len(kept) != len(rows):
-            _rewrite(self.samples_csv, SAMPLE_COLUMNS, kept)
+            _rewrite(self.results_csv, RESULT_COLUMNS, kept)
+        return {_row_key(r) for r in kept}
+
+    def _drop_orphan_samples(self, done: Set[PointKey]) -> None:
+        for path, columns in self._files()[1:]:
+            rows = read_rows(path)
+            kept = [r for r in rows if _row_key(r) in done]
+            if len(kept) != len(rows):
+                _rewrite(path, columns, kept)
 
 
 def _row_key(row: Dict[str, str]) -> PointKey:
-    point = SweepPoint(int(row["input_length"]), int(row["output_length"]), int(row["batch_size"]), row["workload"])
+    def number(text: str, kind):
+        return kind(text) if text != "" else None
+
+    point = SweepPoint(int(row["input_length"]), int(row["output_length"]), number(row["batch_size"], int),
+                       row["workload"], number(row["request_rate"], float), number(row["max_concurrency"], int))
     return point_key(row["backend"], point)
+
+
+def _search_key(probe_row: Dict[str, str]) -> PointKey:
+    return _row_key({**probe_row, "request_rate": ""})
 
 
 def _header(path: Path):

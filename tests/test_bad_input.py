@@ -8,7 +8,7 @@ from tests.conftest import run_benchmark
 
 TINY = "yamls/cpu-tiny.yaml"
 KNOWN = ", ".join(REGISTRY.names())
-TOP_KEYS = ("benchmark_name, model, backends, batch_sizes, workload, sampling, input_lengths, output_lengths, num_batches, "
+TOP_KEYS = ("benchmark_name, model, backends, scenario, batch_sizes, stream, workload, sampling, input_lengths, output_lengths, num_batches, "
             "num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s, "
             "output")
 PRESETS = "llama-1b, llama-2-13b, llama-2-70b, llama-2-7b, llama-3-70b, llama-3-8b, mistral-7b, mixtral-8x7b, tiny-llama"
@@ -18,7 +18,8 @@ CASES = {
     "unknown model key": ([TINY, "model.size=7b"],
                           "model.size: unknown key (allowed: preset, name_or_path, weights, dtype, overrides, tokenizer)"),
     "unknown backend option": ([TINY, "backends.0.colour=red"], "backends[0].colour: unknown key (allowed: name, "
-                               "label, device, attn_implementation, cache_implementation, compile)"),
+                               "label, device, attn_implementation, cache_implementation, compile, batching, max_batch_size, "
+                               "max_wait_ms)"),
     "wrong type in list": ([TINY, "batch_sizes=[1,x]"], "batch_sizes[1]: expected an integer, got 'x'"),
     "wrong type scalar": ([TINY, "num_batches=two"], "num_batches: expected an integer, got 'two'"),
     "not a list": ([TINY, "batch_sizes=8"], "batch_sizes: expected a list, got 8"),
@@ -45,6 +46,20 @@ CASES = {
                          "backends[1].label: 'hf' is already used by backends[0]; give each entry a unique label"),
     "unknown upload protocol": ([TINY, "output.upload_uri=zz://bucket/x"],
                                 "output.upload_uri: unknown protocol 'zz' (fsspec URLs: s3://, gs://, file://, ...)"),
+    "stream with batch sizes": ([TINY, "scenario=stream"],
+                                "batch_sizes: not used with scenario: stream (requests arrive over time at "
+                                "stream.request_rates); remove batch_sizes or set scenario: batch"),
+    "batch without batch sizes": ([TINY, "batch_sizes=null"],
+                                  "batch_sizes: required with scenario: batch, e.g. batch_sizes: [1, 8]"),
+    "bad scenario": ([TINY, "scenario=online"], "scenario: 'online' is not one of batch, stream"),
+    "bad arrival": ([TINY, "scenario=stream", "batch_sizes=null", "stream.arrival=gamma"],
+                    "stream.arrival: 'gamma' is not one of poisson, constant, burst"),
+    "bad rate": ([TINY, "scenario=stream", "batch_sizes=null", "stream.request_rates=[1,-2]"],
+                 "stream.request_rates: must be positive numbers (requests/s), a list or one, or auto, got [1, -2]"),
+    "bad cap": ([TINY, "scenario=stream", "batch_sizes=null", "stream.max_concurrency=0"],
+                "stream.max_concurrency: must be null (no cap) or positive integers, a list or one, got 0"),
+    "bad slo": ([TINY, "scenario=stream", "batch_sizes=null", "stream.slo.percentile=120"],
+                "stream.slo.percentile: must be in (0, 100], got 120.0"),
     "compile without static cache": ([TINY, "backends.0.compile=true"],
                                      "backends[0].compile: true needs backends[0].cache_implementation: static"),
 }

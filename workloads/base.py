@@ -8,6 +8,7 @@ It is built once in the parent process (files read, prompts tokenized) and sent 
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,10 @@ from typing import Any, ClassVar, Dict, List, Tuple
 
 import numpy as np
 
-from harness.config import SweepConfig, opt
+from harness.arrivals import arrival_times
+from harness.config import SweepConfig, StreamConfig, opt
 from harness.models import ModelSpec
+from harness.stream import StreamSpec
 from harness.sweep import SweepPoint
 from harness.timing import BatchSpec, Sampling
 
@@ -85,6 +88,21 @@ class Workload(ABC):
         prompts, max_tokens = self.prompts(point, phase, index)
         seeds = () if self.sampling.greedy else batch_seeds(self.sampling_seed, point, phase, index)
         return BatchSpec(prompts, max_tokens, self.forced, self.sampling, seeds)
+
+
+    def stream_prompts(self, point: SweepPoint, phase: str, count: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
+        """A stream's prompts and budgets in arrival order: by default one batch of `count` (seeded as batches are)."""
+        return self.prompts(dataclasses.replace(point, batch_size=count), phase, 0)
+
+    def stream(self, point: SweepPoint, phase: str, stream: StreamConfig) -> StreamSpec:
+        """The warm-up or timed request stream of a stream point: prompts and arrival times, both seeded."""
+        count = stream.num_requests if phase == "timed" else stream.num_warmup_requests
+        prompts, max_tokens = self.stream_prompts(point, phase, count)
+        sized = dataclasses.replace(point, batch_size=count)
+        seeds = () if self.sampling.greedy else batch_seeds(self.sampling_seed, sized, phase, 0)
+        requests = BatchSpec(prompts, max_tokens, self.forced, self.sampling, seeds)
+        arrivals = arrival_times(stream.arrival, point.request_rate, count, stream.seed, phase)
+        return StreamSpec(requests, arrivals, point.max_concurrency)
 
 
 def batch_seeds(seed: int, point: SweepPoint, phase: str, index: int) -> Tuple[int, ...]:

@@ -95,6 +95,13 @@ class PromptsWorkload(Workload):
     def longest_input(self, point: SweepPoint) -> int:
         return self.longest
 
+    def stream_prompts(self, point: SweepPoint, phase: str, count: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
+        """Timed requests take the pool in order from its start (cycling); warm-up ones from its end, backwards."""
+        order = range(count) if phase == "timed" else (len(self.pool) - 1 - i for i in range(count))
+        chosen = [self.pool[i % len(self.pool)] for i in order]
+        budgets = tuple(min(point.output_length, p.max_tokens or point.output_length) for p in chosen)
+        return [list(p.token_ids) for p in chosen], budgets
+
     def prompt_summary(self) -> str:
         f = self.facts
         dropped = f["dropped_over_max_prompt_tokens"]
