@@ -1,10 +1,13 @@
-"""vLLM offline engine (`vllm.LLM`), timed from the engine's own per-request timestamps.
+"""vLLM, timed from the engine's own per-request timestamps: the offline engine (`vllm.LLM`) for static
+batches, its async engine (`AsyncLLM`) for request streams.
 
 Named vllm_engine.py, not vllm.py, so that nothing can shadow the `vllm` package.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import os
 import re
 import tempfile
@@ -19,9 +22,13 @@ from harness.errors import UserError
 from harness.memory import (GiB, DeviceMemoryInUse, MemoryEstimate, ProcessTreeMemory, estimate_point,
                             kv_cache_bytes)
 from harness.models import TORCH_DTYPES, ModelSpec
+from harness.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
 from harness.timing import BatchSpec, BatchTiming
 
 CPU_KV_CACHE_DEFAULT_BYTES = 2 * GiB
+# How long the async engine's processes get to exit on their own at close(); vLLM's default is 5 s, and a CPU
+# worker alone takes 3-4 s to wind down on 2 busy cores, so the engine core was often killed mid-teardown.
+ENGINE_SHUTDOWN_TIMEOUT_S = 60.0
 # Engine arguments the harness sets itself: the measurement depends on them.
 HARNESS_ARGS = ("model", "load_format", "skip_tokenizer_init", "dtype", "seed", "disable_log_stats", "tokenizer")
 # engine_args keys that duplicate a typed option: one place per setting.
@@ -76,14 +83,15 @@ class VLLMOptions(BackendOptions):
                 raise UserError(f"{key}.engine_args.{arg}: set by the harness (allowed: any other EngineArgs field)")
 
 
-def sampling_params(batch: BatchSpec) -> List[Any]:
-    """One SamplingParams per request: its own budget and seed; forced lengths ignore EOS (min == max)."""
+def sampling_params(batch: BatchSpec, **extra: Any) -> List[Any]:
+    """One SamplingParams per request: its own budget and seed; forced lengths ignore EOS (min == max).
+    `extra`: further SamplingParams fields, the same for every request (a stream asks for delta outputs)."""
     from vllm import SamplingParams
 
     s = batch.sampling
     seeds = batch.seeds or (None,) * batch.batch_size
     return [SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed, max_tokens=n,
-                           min_tokens=n if batch.forced else 0, ignore_eos=batch.forced, detokenize=False)
+                           min_tokens=n if batch.forced else 0, ignore_eos=batch.forced, detokenize=False, **extra)
             for n, seed in zip(batch.max_tokens, seeds)]
 
 
@@ -95,7 +103,12 @@ def split_cores(cores: List[int], ranks: int) -> str:
 
 
 class VLLMBackend(Backend):
+    """`scenario: batch` runs each batch through `vllm.LLM.generate`; `scenario: stream` builds vLLM's async
+    engine (`AsyncLLM`, the one its OpenAI server uses) instead, on an event loop this backend owns, and
+    hands it each request as it arrives (`serve`)."""
+
     Options = VLLMOptions
+    scenarios = ("batch", "stream")
 
     @classmethod
     def resolve_placement(cls, options: VLLMOptions) -> Placement:
@@ -126,15 +139,49 @@ class VLLMBackend(Backend):
         return MemoryEstimate(estimate.weights_bytes, kv, estimate.activation_bytes)
 
     def load(self) -> None:
-        from vllm import LLM
-
         self._check_same_clock()
         cpu = self.placement.device == "cpu"
         self.peak_memory = ProcessTreeMemory() if cpu else DeviceMemoryInUse(self.placement.num_devices)
-        self.llm = LLM(**self._engine_args())
-        vllm_config = self.llm.llm_engine.vllm_config
+        if self.shape.scenario == "stream":
+            vllm_config = self._load_async()
+        else:
+            from vllm import LLM
+
+            self.llm = LLM(**self._engine_args())
+            vllm_config = self.llm.llm_engine.vllm_config
         self.cache, self.scheduler = vllm_config.cache_config, vllm_config.scheduler_config
         self.model_config = vllm_config.model_config
+
+    def _load_async(self):
+        """AsyncLLM with the same engine arguments, built on the loop every stream of this backend runs on.
+
+        Built from inside that loop, so that its background tasks (the socket reader and the output handler,
+        which feed each request's outputs) belong to it from the start. The engine core runs in its own
+        process (V1 multiprocessing): generating holds neither this process's GIL nor its event loop.
+
+        vLLM picks max_num_seqs and max_num_batched_tokens by usage context; AsyncLLM's default context
+        (ENGINE_CONTEXT) falls back to SchedulerConfig's 128 sequences and 2,048 tokens on every platform,
+        `vllm.LLM`'s (LLM_CLASS) to per-platform ones (CPU: 256 and 4,096; H100: 1,024 and 16,384). LLM_CLASS
+        here too: a stream and a batch of one sweep run the same scheduler limits (`runtime_info` shows them;
+        `vllm serve` would pick OPENAI_API_SERVER's, which engine_args can pin).
+        """
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.usage.usage_lib import UsageContext
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        args = AsyncEngineArgs(**self._engine_args())
+        self._loop = asyncio.new_event_loop()
+        self._request_ids = itertools.count()
+
+        async def build():
+            return AsyncLLM.from_engine_args(args, usage_context=UsageContext.LLM_CLASS)
+
+        try:
+            self.engine = self._loop.run_until_complete(build())
+        except BaseException:
+            self._loop.close()
+            raise
+        return self.engine.vllm_config
 
     def _engine_args(self) -> Dict[str, Any]:
         o = self.options
@@ -152,7 +199,9 @@ class VLLMBackend(Backend):
             args["gpu_memory_utilization"] = o.gpu_memory_utilization
             if o.kv_cache_memory_bytes:
                 args["kv_cache_memory_bytes"] = o.kv_cache_memory_bytes
-        if self.shape.max_batch_size > 256:  # vLLM's default max_num_seqs: a bigger batch would be split
+        # vLLM's default max_num_seqs (256 on CPU and smaller GPUs): a bigger batch would be split. In a stream
+        # max_batch_size is the largest max_concurrency, 0 when uncapped: the engine's own limit then decides.
+        if self.shape.max_batch_size > 256:
             args["max_num_seqs"] = self.shape.max_batch_size
         return {**args, **o.engine_args}
 
@@ -195,6 +244,50 @@ class VLLMBackend(Backend):
         token_ids = tuple(tuple(o.outputs[0].token_ids) for o in outputs)
         return BatchTiming(start, max(firsts), max(lasts), end, tuple(map(len, token_ids)), firsts, lasts, token_ids)
 
+    def serve(self, stream: StreamSpec) -> StreamTiming:
+        """Each request goes to `AsyncLLM.generate` at its scheduled time (`harness.stream.drive`) and is batched
+        with whatever the engine is running (continuous batching).
+
+        Outputs are asked for as deltas, so every engine step's new tokens are handed over as soon as they are
+        made; a TokenClock stamps each hand-over (`token_gaps_s`: the gaps a client sees). `first_token_s`,
+        `last_token_s` and `queued_s` are the engine's own per-request stamps (`RequestOutput.metrics`, filled
+        because the harness sets disable_log_stats=False; the final delta's metrics object holds every stamp),
+        as in `run`: they do not include the hop from the engine process back to this one.
+        """
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        if getattr(self, "engine", None) is None:
+            raise RuntimeError("vLLM was loaded for scenario: batch (vllm.LLM); streams need the async engine")
+        requests = stream.requests
+        params = sampling_params(requests, output_kind=RequestOutputKind.DELTA)
+        engine, tag = self.engine, next(self._request_ids)
+
+        async def submit(index: int) -> Submitted:
+            sent_s = time.perf_counter()  # drive stamps sent_s just before this: no later than it
+            prompt = TokensPrompt(prompt_token_ids=list(requests.prompts[index]))
+            clock, ids, final = TokenClock(), [], None
+            async for out in engine.generate(prompt, params[index], request_id=f"stream{tag}-{index}"):
+                new = out.outputs[0].token_ids
+                clock.arrived(len(new))
+                ids.extend(new)
+                final = out
+            if not ids:
+                raise RuntimeError("vLLM returned no tokens")
+            m = final.metrics
+            if m is None or not m.first_token_ts or not m.last_token_ts:
+                raise RuntimeError("vLLM returned no per-request timestamps (RequestOutput.metrics is empty)")
+            # The engine stamps in its own process with time.monotonic (_check_same_clock): queued after we sent
+            # the request, its last token before we received it, or the clocks disagree.
+            if not sent_s <= m.queued_ts <= m.first_token_ts <= m.last_token_ts <= clock.last_s:
+                raise RuntimeError("vLLM's timestamps fall outside the host's window around generate(): "
+                                   "clock mismatch")
+            queued_s = m.scheduled_ts - m.queued_ts if m.scheduled_ts and m.queued_ts else None
+            return Submitted(m.first_token_ts, m.last_token_ts, output_tokens=len(ids),
+                             token_gaps_s=clock.gaps_s(), queued_s=queued_s, token_ids=tuple(ids))
+
+        return run_stream(stream, submit, loop=self._loop)
+
     def cannot_run(self, batch_size: int, input_length: int, output_length: int) -> Optional[str]:
         """A batch the engine cannot hold at once would be queued or preempted: no longer one static batch."""
         if batch_size > self.scheduler.max_num_seqs:
@@ -211,8 +304,11 @@ class VLLMBackend(Backend):
 
     def engine_stats(self) -> Dict[str, object]:
         bytes_per_token = kv_cache_bytes(self.model, batch_size=1, tokens=1)
-        return {"kv_cache_capacity_tokens": self._capacity_tokens(),
-                "engine_kv_cache_bytes": self._capacity_tokens() * bytes_per_token}
+        stats = {"kv_cache_capacity_tokens": self._capacity_tokens(),
+                 "engine_kv_cache_bytes": self._capacity_tokens() * bytes_per_token}
+        if self.shape.scenario == "stream":  # its scheduler admits requests as slots free up
+            stats["batching"] = "continuous"
+        return stats
 
     def runtime_info(self) -> Dict[str, object]:
         info = {"device": self.placement.device, "kv_cache_capacity_tokens": self._capacity_tokens(),
@@ -234,6 +330,32 @@ class VLLMBackend(Backend):
                 "head_dim": m.get_head_size(), "vocab_size": m.get_vocab_size()}
 
     def close(self) -> None:
-        del self.llm
+        if getattr(self, "engine", None) is not None:
+            self._close_async()
+        elif getattr(self, "llm", None) is not None:
+            del self.llm
         if getattr(self, "_tmp", None):
             self._tmp.cleanup()
+
+    def _close_async(self) -> None:
+        """Stop the engine process, then every task left on the loop, then the loop itself.
+
+        `shutdown` runs inside the loop, so that vLLM closes its sockets and cancels its tasks there and then
+        instead of scheduling that for a later turn of a loop that would never come.
+        """
+        engine, loop = self.engine, self._loop
+        self.engine = None
+
+        async def shut_down():
+            engine.shutdown(timeout=ENGINE_SHUTDOWN_TIMEOUT_S)
+            current = asyncio.current_task()
+            left = [t for t in asyncio.all_tasks() if t is not current]
+            for task in left:
+                task.cancel()
+            await asyncio.gather(*left, return_exceptions=True)
+
+        try:
+            loop.run_until_complete(shut_down())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
