@@ -1,10 +1,14 @@
-"""HF transformers `generate`, timed per step through a streamer."""
+"""HF transformers `generate`, timed per step through a streamer; request streams batched statically by the
+harness around `generate`, or continuously by transformers' own continuous-batching manager."""
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import itertools
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from transformers.generation.streamers import BaseStreamer
 
@@ -12,12 +16,20 @@ from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_d
 from harness import weights
 from harness.config import opt
 from harness.errors import UserError
-from harness.memory import MemoryEstimate, estimate_point
+from harness.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.models import ModelSpec, architecture
+from harness.stream import LEAD_S, SPIN_S, RequestTiming, StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
 from harness.timing import BatchSpec, BatchTiming
 
 CACHES = ("dynamic", "static")
 ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
+BATCHING = ("static", "continuous")
+# What transformers' continuous-batching manager runs (eager becomes its paged|eager); flex_attention it refuses.
+CONTINUOUS_ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3")
+# Tokens per KV-cache page of the continuous-batching manager (transformers' default).
+CB_PAGE_SIZE = 256
+# Most tokens one continuous-batching step takes in (transformers' default); longer prefills are split over steps.
+CB_MAX_BATCH_TOKENS = 8192
 
 
 @dataclass
@@ -50,6 +62,21 @@ class HFOptions(GenerateOptions):
     compile: bool = opt(
         False, help="torch.compile the forward pass (needs static cache); warm-up batches absorb the compile time."
     )
+    batching: str = opt(
+        "static", help="How a request stream is batched (scenario: stream only). static: the harness queues "
+        "arriving requests and runs one `generate` per batch, the next batch waiting for it to finish; "
+        "continuous: transformers' continuous-batching manager (paged KV cache), requests join and leave the "
+        "running batch at every step."
+    )
+    max_batch_size: int = opt(
+        8, help="Most requests generated together in a stream. static: a batch starts as soon as this many wait; "
+        "continuous: the manager's max_requests_per_batch, and its KV cache holds this many of the sweep's "
+        "longest requests."
+    )
+    max_wait_ms: float = opt(
+        50.0, help="batching: static only. A batch also starts once its oldest request has waited this long since "
+        "its scheduled arrival (or when no more requests will come)."
+    )
 
     def validate(self, key: str) -> None:
         super().validate(key)
@@ -58,6 +85,20 @@ class HFOptions(GenerateOptions):
                             f"{', '.join(CACHES)}")
         if self.compile and self.cache_implementation != "static":
             raise UserError(f"{key}.compile: true needs {key}.cache_implementation: static")
+        if self.batching not in BATCHING:
+            raise UserError(f"{key}.batching: {self.batching!r} is not one of {', '.join(BATCHING)}")
+        if isinstance(self.max_batch_size, bool) or not isinstance(self.max_batch_size, int) or self.max_batch_size < 1:
+            raise UserError(f"{key}.max_batch_size: must be an integer of at least 1, got {self.max_batch_size!r}")
+        wait = self.max_wait_ms
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait < float("inf"):
+            raise UserError(f"{key}.max_wait_ms: must be a number of milliseconds, 0 or more, got {wait!r}")
+        if self.batching == "continuous":
+            if self.attn_implementation not in CONTINUOUS_ATTENTIONS:
+                raise UserError(f"{key}.attn_implementation: {self.attn_implementation!r} does not run with "
+                                f"batching: continuous; use one of {', '.join(CONTINUOUS_ATTENTIONS)}")
+            if self.cache_implementation != "dynamic" or self.compile:
+                raise UserError(f"{key}.batching: continuous runs transformers' paged KV cache, uncompiled: it takes "
+                                f"neither {key}.cache_implementation: static nor {key}.compile: true")
 
     def static_cache(self) -> bool:
         return self.cache_implementation == "static"
@@ -91,8 +132,28 @@ class StepClock(BaseStreamer):
 
 
 class HFBackend(Backend):
+    """`scenario: batch`: each batch is one `generate`. `scenario: stream`: see `serve`."""
+
     Options = HFOptions
     harness_random_weights = True
+    scenarios = ("batch", "stream")
+
+    def __init_subclass__(cls, **kwargs):
+        """Engines built on this one (accelerate, deepspeed) inherit `run`, not the stream options: they run batches
+        only unless they say otherwise."""
+        super().__init_subclass__(**kwargs)
+        if "scenarios" not in cls.__dict__:
+            cls.scenarios = ("batch",)
+
+    @classmethod
+    def unsupported(cls, options: HFOptions, scenario: str) -> Optional[str]:
+        if scenario == "batch" and getattr(options, "batching", "static") == "continuous":
+            return "batching: continuous runs request streams only (scenario: stream)"
+        return super().unsupported(options, scenario)
+
+    @classmethod
+    def stream_batch_limit(cls, options: HFOptions) -> Optional[int]:
+        return options.max_batch_size if "stream" in cls.scenarios else None
 
     @classmethod
     def resolve_placement(cls, options: HFOptions) -> Placement:
@@ -102,7 +163,19 @@ class HFBackend(Backend):
     def estimate_memory(cls, options: HFOptions, model: ModelSpec, batch_size: int, input_length: int,
                         output_length: int) -> MemoryEstimate:
         eager = options.attn_implementation == "eager"
-        return estimate_point(model, batch_size, input_length, output_length, eager_attention=eager)
+        estimate = estimate_point(model, batch_size, input_length, output_length, eager_attention=eager)
+        if getattr(options, "batching", "static") != "continuous":
+            return estimate
+        # The manager's paged cache is sized for max_batch_size requests whatever the cap (`_cb_sizes`), and without
+        # flash attention it builds an attention mask over a whole step's tokens and the whole cache.
+        n = options.max_batch_size
+        sizes = cb_sizes(n, input_length, input_length + output_length)
+        cache_tokens = sizes["num_blocks"] * CB_PAGE_SIZE
+        step = sizes["max_batch_tokens"]
+        flash = options.attn_implementation.startswith("flash")
+        mask = 0 if flash else step * (cache_tokens + step) * model.dtype_bytes
+        return MemoryEstimate(estimate.weights_bytes, kv_cache_bytes(model, 1, cache_tokens),
+                              estimate_point(model, n, input_length, output_length, eager).activation_bytes + mask)
 
     def load(self) -> None:
         import torch
@@ -131,8 +204,13 @@ class HFBackend(Backend):
         self._sync = sync
 
     def run(self, batch: BatchSpec) -> BatchTiming:
+        return self._generate(batch)[0]
+
+    def _generate(self, batch: BatchSpec) -> Tuple[BatchTiming, List[float]]:
+        """`run`, also handing back the step stamps (step k's stamp: every unfinished sequence's token k+1)."""
         import torch
 
+        self._stop_manager()  # a continuous-batching manager may have switched the model's attention
         input_ids, attention_mask = self._inputs(batch)
         config = self._generation_config(batch)
         clock = StepClock(self._sync)
@@ -152,7 +230,7 @@ class HFBackend(Backend):
         last = tuple(clock.stamps[n - 1] for n in produced)
         return BatchTiming(start, clock.stamps[0], max(last), end, produced,
                            request_first_token_s=(clock.stamps[0],) * batch.batch_size, request_last_token_s=last,
-                           token_ids=tuple(tuple(row[:n]) for row, n in zip(generated, produced)))
+                           token_ids=tuple(tuple(row[:n]) for row, n in zip(generated, produced))), clock.stamps
 
     def _inputs(self, batch: BatchSpec):
         """Ids left-padded to the longest prompt, with the mask that hides the padding: generate appends
@@ -165,12 +243,27 @@ class HFBackend(Backend):
         device = self.placement.device
         return torch.tensor(ids, dtype=torch.long, device=device), torch.tensor(mask, dtype=torch.long, device=device)
 
+    def engine_stats(self) -> Dict[str, object]:
+        streaming = self.shape.scenario == "stream" and "stream" in self.scenarios
+        return {"batching": self.options.batching} if streaming else {}
+
     def runtime_info(self) -> dict:
         import torch
 
-        return {"device": self.placement.device, "torch_threads": torch.get_num_threads(),
+        info = {"device": self.placement.device, "torch_threads": torch.get_num_threads(),
                 "attn_implementation": self.net.config._attn_implementation,
                 "architecture": self.built_architecture()}
+        if self.shape.scenario == "stream" and "stream" in self.scenarios:
+            o = self.options
+            if o.batching == "static":
+                info.update(batching="static", max_batch_size=o.max_batch_size, max_wait_ms=o.max_wait_ms)
+            else:
+                sizes = self._cb_sizes()
+                info.update(batching="continuous", max_requests_per_batch=sizes["max_requests_per_batch"],
+                            max_batch_tokens=sizes["max_batch_tokens"], kv_cache_blocks=sizes["num_blocks"],
+                            kv_cache_page_size=CB_PAGE_SIZE,
+                            kv_cache_capacity_tokens=sizes["num_blocks"] * CB_PAGE_SIZE)
+        return info
 
     def built_architecture(self) -> Dict[str, object]:
         """The shapes of the model as built (a DeepSpeed engine wraps it in `.module`), for the manifest."""
@@ -179,9 +272,212 @@ class HFBackend(Backend):
     def close(self) -> None:
         import torch
 
+        self._stop_manager()
+        loop = getattr(self, "_loop", None)
+        if loop is not None:
+            loop.close()
+            self._loop = None
         del self.net
         if self.placement.device == "cuda":
             torch.cuda.empty_cache()
+
+    def serve(self, stream: StreamSpec) -> StreamTiming:
+        """A request stream, batched as `batching` says: `_serve_static` or `_serve_continuous`."""
+        if self.options.batching == "continuous":
+            return self._serve_continuous(stream)
+        return self._serve_static(stream)
+
+    def _serve_static(self, stream: StreamSpec) -> StreamTiming:
+        """Static batching, scheduled on the host clock in this thread, one `generate` (`run`) per batch.
+
+        Request i is due at start + arrivals_s[i] and waits in a queue from then on (its clock runs). While the
+        engine is idle the loop sleeps until the next request is due or the oldest waiting one reaches max_wait_ms;
+        a batch starts when max_batch_size requests wait (or the stream's max_concurrency, if smaller), when the
+        oldest has waited max_wait_ms since its scheduled arrival, or when no more requests will come. It takes the
+        oldest waiting requests, as many as fit; requests that arrive while it generates wait for the next one.
+
+        `dispatched_s`: when the loop saw the request due: the wake-up time for one that fell due while the loop
+        slept (the send slip), its scheduled time for one that fell due while a batch generated (that queue is the
+        server's). `sent_s`: its batch's start; `queued_s`: sent_s - scheduled_s. First and last token: the batch's
+        per-sequence step stamps (`run`); `token_gaps_s`: the step stamps between them.
+        """
+        requests = stream.requests
+        n = stream.num_requests
+        cap = min(self.options.max_batch_size, stream.max_concurrency or self.options.max_batch_size)
+        max_wait_s = self.options.max_wait_ms / 1e3
+        start_s = time.perf_counter() + LEAD_S
+        due = [start_s + offset for offset in stream.arrivals_s]
+        dispatched: List[float] = [0.0] * n
+        timings: List[Optional[RequestTiming]] = [None] * n
+        waiting: collections.deque = collections.deque()
+        upcoming = 0  # the next request not yet due
+        last_batch_end_s = -float("inf")
+        while upcoming < n or waiting:
+            now = time.perf_counter()
+            while upcoming < n and due[upcoming] <= now:
+                dispatched[upcoming] = due[upcoming] if due[upcoming] <= last_batch_end_s else now
+                waiting.append(upcoming)
+                upcoming += 1
+            if not waiting:
+                _block_until(due[upcoming])
+                continue
+            deadline = due[waiting[0]] + max_wait_s
+            if len(waiting) < cap and now < deadline and upcoming < n:
+                _block_until(min(deadline, due[upcoming]))
+                continue
+            batch = [waiting.popleft() for _ in range(min(cap, len(waiting)))]
+            for timing in self._static_batch(requests, batch, due, dispatched):
+                timings[timing.index] = timing
+            last_batch_end_s = time.perf_counter()
+        return StreamTiming(start_s, time.perf_counter(), tuple(timings))
+
+    def _static_batch(self, requests: BatchSpec, indices: List[int], due: List[float],
+                      dispatched: List[float]) -> List[RequestTiming]:
+        """One `generate` on the stream's requests `indices`, and their timings. Running out of memory fails the
+        stream (the point reads `oom`); another failure is those requests' error and the stream goes on."""
+        sub = BatchSpec([requests.prompts[i] for i in indices], tuple(requests.max_tokens[i] for i in indices),
+                        requests.forced, requests.sampling,
+                        tuple(requests.seeds[i] for i in indices) if requests.seeds else ())
+        sent_s = time.perf_counter()
+        try:
+            timing, stamps = self._generate(sub)
+        except Exception as e:  # noqa: BLE001 - the batch's requests fail, the stream goes on
+            if _is_oom(e):
+                raise
+            error = f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
+            return [RequestTiming(i, due[i], dispatched[i], sent_s, input_tokens=len(requests.prompts[i]),
+                                  error=error) for i in indices]
+        out = []
+        for j, i in enumerate(indices):
+            produced = timing.output_tokens[j]
+            mine = stamps[:produced]
+            out.append(RequestTiming(
+                i, due[i], dispatched[i], timing.start_s, timing.request_first_token_s[j],
+                timing.request_last_token_s[j], len(requests.prompts[i]), produced,
+                tuple(b - a for a, b in zip(mine, mine[1:])), timing.start_s - due[i], token_ids=timing.token_ids[j]))
+        return out
+
+    def _serve_continuous(self, stream: StreamSpec) -> StreamTiming:
+        """Continuous batching: transformers' `ContinuousBatchingManager` generates on its own thread, and
+        `harness.stream.drive` adds each request to it at its scheduled time (`add_request`, streaming).
+
+        The manager schedules every step itself (FIFO: decoding requests first, then waiting prompts, at most
+        max_batch_size requests and max_batch_tokens tokens per step, prompts split over steps beyond that).
+        Its outputs come back on this backend's event loop (`register_result_handler`), one per token.
+        `first_token_s`, `last_token_s`: the manager's own per-token stamps (`record_timestamps`: time.perf_counter,
+        the clock of every other stamp, read in its thread as it records each token on the host), so they leave out
+        the hop back to the event loop; `token_gaps_s`: the gaps between the hand-overs the event loop received (a
+        TokenClock), what a client sees; `queued_s`: the manager's own wait, from `add_request` until it scheduled
+        the request.
+
+        Forced lengths: the manager has no min_new_tokens (it drops that processor), so a forced request gets no EOS
+        to stop on and EOS is suppressed at every step (`suppress_tokens`), which is what generate's
+        min_new_tokens == max_new_tokens does. Sampling: one generator for the whole manager, seeded with the
+        stream's first seed; which draw a request gets depends on the steps it shares, so per-request seeds do not
+        hold and sampled tokens do not repeat run to run.
+        """
+        requests = stream.requests
+        capacity = self._cb_sizes()["num_blocks"] * CB_PAGE_SIZE
+        longest = max(len(p) + n for p, n in zip(requests.prompts, requests.max_tokens))
+        if longest > capacity:
+            raise RuntimeError(f"a request of {longest} tokens does not fit the manager's KV cache ({capacity} tokens, "
+                               f"sized for the sweep's longest request)")
+        manager = self._manager_for(requests)
+        eos = [] if requests.forced else list(self.eos_ids)
+        tag = next(self._stream_ids)
+
+        async def submit(index: int) -> Submitted:
+            sent_s = time.perf_counter()  # drive stamps sent_s just before this: no later than it
+            request_id = f"stream{tag}-{index}"
+            clock, done = TokenClock(), asyncio.get_running_loop().create_future()
+            seen = [0]
+
+            def on_output(output) -> None:  # on the event loop, once per token (streaming) and at the end
+                clock.arrived(len(output.generated_tokens) - seen[0])
+                seen[0] = len(output.generated_tokens)
+                if output.is_finished() and not done.done():
+                    done.set_result(output)
+
+            manager.register_result_handler(request_id, on_output)
+            added = manager.add_request(list(requests.prompts[index]), request_id=request_id,
+                                        max_new_tokens=requests.max_tokens[index], streaming=True,
+                                        record_timestamps=True, eos_token_id=eos)
+            if added is None:
+                with manager.output_router._lock:
+                    manager.output_router.result_handlers.pop(request_id, None)
+                raise RuntimeError(f"the continuous-batching manager refused the request ({_manager_state(manager)})")
+            output = await done
+            if output.error:
+                raise RuntimeError(output.error)
+            stamps = output.timestamps or ()
+            if len(stamps) != len(output.generated_tokens) or not stamps:
+                raise RuntimeError(f"the manager stamped {len(stamps)} of {len(output.generated_tokens)} tokens")
+            if not sent_s <= output.created_time <= output.lifespan[0] <= stamps[0] <= stamps[-1] <= clock.last_s:
+                raise RuntimeError("the manager's timestamps fall outside the request's window: clock mismatch")
+            return Submitted(stamps[0], stamps[-1], output_tokens=len(output.generated_tokens),
+                             token_gaps_s=clock.gaps_s(), queued_s=output.lifespan[0] - output.created_time,
+                             token_ids=tuple(output.generated_tokens))
+
+        return run_stream(stream, submit, loop=self._loop)
+
+    def _cb_sizes(self) -> Dict[str, int]:
+        """The manager's limits: max_batch_size requests per step, and a KV cache that holds that many of the
+        sweep's longest requests (pages are per request: one partly filled page each on top). Steps take up to
+        max_batch_size prompts at once, at most CB_MAX_BATCH_TOKENS tokens."""
+        return cb_sizes(self.options.max_batch_size, self.shape.max_input_length, self.shape.max_tokens)
+
+    def _manager_for(self, requests: BatchSpec):
+        """The running manager for this stream's sampling and forcing, started (and its KV cache built) before the
+        stream's clock starts. One manager serves every stream of a sweep; another sampling or forcing replaces it."""
+        import torch
+
+        key = (requests.forced, requests.sampling)
+        if getattr(self, "_manager", None) is not None and self._manager_key != key:
+            self._stop_manager()
+        if getattr(self, "_manager", None) is None:
+            from transformers import GenerationConfig
+            from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+            s = requests.sampling
+            sampling = {} if s.greedy else dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k)
+            config = GenerationConfig(
+                max_new_tokens=requests.max_output_tokens, do_sample=not s.greedy, num_beams=1,
+                eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
+                suppress_tokens=list(self.eos_ids) if requests.forced else None, **sampling)
+            sizes = self._cb_sizes()
+            cb = ContinuousBatchingConfig(
+                page_size=CB_PAGE_SIZE, num_blocks=sizes["num_blocks"], max_batch_tokens=sizes["max_batch_tokens"],
+                max_requests_per_batch=sizes["max_requests_per_batch"],
+                allow_block_sharing=False,  # no prefix cache: every prompt is prefilled, as with vLLM's default here
+                safety_margin=0.0,  # the cache is sized for max_batch_size requests: admit up to it
+                auto_switch_to_flash=False,  # attn_implementation means the same as in generate
+                seed=requests.seeds[0] if requests.seeds else 0)
+            self._manager = self.net.init_continuous_batching(generation_config=config, continuous_batching_config=cb)
+            self._manager_key = key
+            self._manager.start()
+            while self._manager.batch_processor is None:  # its thread builds the KV cache first
+                if not self._manager.is_running():
+                    error = self._manager.background_thread_status.fatal_error
+                    self._stop_manager()
+                    if error is not None:
+                        raise error
+                    raise RuntimeError("the continuous-batching manager stopped while starting")
+                time.sleep(0.001)
+            if getattr(self, "_loop", None) is None:
+                self._loop = asyncio.new_event_loop()
+                self._stream_ids = itertools.count()
+        if not requests.sampling.greedy and requests.seeds:
+            torch.manual_seed(requests.seeds[0])  # the manager's thread is idle between streams
+        return self._manager
+
+    def _stop_manager(self) -> None:
+        """Stop the continuous-batching manager's thread and free its KV cache (the model gets its attention back)."""
+        manager = getattr(self, "_manager", None)
+        if manager is None:
+            return
+        self._manager = None
+        manager.stop(block=True, timeout=60, hard_stop=True)  # idle between streams; after a failure, drop the rest
+        manager.destroy()
 
     def _generation_config(self, batch: BatchSpec):
         """Up to the batch's largest budget; forced: EOS is masked out until then (min == max). Greedy unless the
@@ -204,6 +500,34 @@ class HFBackend(Backend):
                 config.compile_config._compile_all_devices = True
             self._configs[key] = config
         return self._configs[key]
+
+
+def cb_sizes(max_batch_size: int, longest_input: int, longest_request: int) -> Dict[str, int]:
+    """The continuous-batching manager's limits (`HFBackend._cb_sizes`)."""
+    n = max_batch_size
+    return {"max_requests_per_batch": n,
+            "num_blocks": -(-n * max(1, longest_request) // CB_PAGE_SIZE) + n,
+            "max_batch_tokens": max(n, min(CB_MAX_BATCH_TOKENS, n * max(1, longest_input)))}
+
+
+def _block_until(deadline_s: float) -> None:
+    """`harness.stream.sleep_until` for a thread without an event loop: sleep, then yield for the last SPIN_S (a
+    sleep wakes up late)."""
+    while True:
+        left = deadline_s - time.perf_counter()
+        if left <= 0:
+            return
+        time.sleep(left - SPIN_S if left > SPIN_S else 0)
+
+
+def _is_oom(e: BaseException) -> bool:
+    from harness.runner import is_oom
+
+    return is_oom(e)
+
+
+def _manager_state(manager) -> str:
+    return manager.background_thread_status.can_accept_new_requests() or "reason unknown"
 
 
 def device_sync(device: str) -> Callable[[], None]:
