@@ -9,4 +9,5 @@ REGISTRY = Registry("backend", {
     "accelerate": "backends.accelerate_pp:AccelerateBackend",
     "deepspeed": "backends.deepspeed_tp:DeepSpeedBackend",
     "vllm": "backends.vllm_engine:VLLMBackend",
+    "openai": "backends.openai_server:OpenAIBackend",
 })

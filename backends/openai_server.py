@@ -1,0 +1,435 @@
+"""Any OpenAI-compatible completions server (vLLM, SGLang, TGI, ...), measured from the client: `scenario: stream`.
+
+The harness either sends to a server that is already running (`base_url`) or starts one itself (`command`)
+on a free port of 127.0.0.1 and stops its whole process group in `close()`. Requests are streamed
+`POST /v1/completions` calls with the prompt as token ids; every SSE chunk that carries tokens is stamped on
+arrival with the harness's clock, so TTFT and TPOT include the server's HTTP and detokenizing path, as vLLM's
+own serving benchmark (`vllm bench serve`) measures them.
+
+Named openai_server.py, not openai.py, so that nothing can shadow the `openai` package.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from backends.base import Backend, BackendOptions, Placement
+from harness.config import opt
+from harness.errors import ShortOutputError, UserError
+from harness.memory import MemoryEstimate
+from harness.stream import StreamSpec, StreamTiming, Submitted, TokenClock, drive, paused_gc
+from harness.timing import BatchSpec, BatchTiming
+
+# Body fields the harness sets from the sweep (prompt, budget, sampling, seed): extra_body may not change them.
+HARNESS_FIELDS = ("model", "prompt", "max_tokens", "min_tokens", "ignore_eos", "stream", "stream_options",
+                  "temperature", "top_p", "top_k", "seed", "n")
+# Copied next to the resolved config.json, when the model's folder has them, so that the server can detokenize.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
+                   "added_tokens.json", "vocab.json", "merges.txt", "chat_template.jinja")
+STOP_GRACE_S = 20.0
+POLL_S = 0.25
+LOG_TAIL_LINES = 5
+
+
+@dataclass
+class OpenAIOptions(BackendOptions):
+    base_url: Optional[str] = opt(
+        None, help="A running server to send to, e.g. http://127.0.0.1:8000 (the harness only sends requests). "
+        "Exactly one of base_url and command."
+    )
+    command: Optional[str] = opt(
+        None, help="Command line that starts the server; the harness runs it, waits for it to be healthy and "
+        "stops it at the end. Placeholders: {python} (the harness's interpreter), {port} (a free port on "
+        "127.0.0.1, required), {model_dir} (a folder with the sweep's resolved config.json and the model's "
+        "tokenizer files, for dummy weights; the model's own name_or_path with pretrained weights)."
+    )
+    model: Optional[str] = opt(None, help="`model` sent in every request; default: the first id of GET /v1/models.")
+    api_key_env: Optional[str] = opt(None, help="Environment variable holding an API key, sent as a Bearer token.")
+    health_path: str = opt("/health", help="GET path that answers 200 once the server is ready.")
+    startup_timeout_s: float = opt(600.0, help="Seconds the server may take to answer health_path with 200.")
+    request_timeout_s: float = opt(600.0, help="Seconds one request may take, from sending to its last chunk.")
+    continuous_usage_stats: bool = opt(
+        True, help="Ask for usage in every chunk (vLLM's stream_options.continuous_usage_stats), which tells how "
+        "many tokens each chunk carries; off for servers that reject it (then every chunk counts as one token)."
+    )
+    extra_body: Dict[str, Any] = opt(factory=dict, help="Merged into every request body, e.g. {repetition_penalty: 1.0}.")
+
+    def validate(self, key: str) -> None:
+        if (self.base_url is None) == (self.command is None):
+            raise UserError(f"{key}.base_url: set exactly one of {key}.base_url (a running server) and "
+                            f"{key}.command (the harness starts it)")
+        if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
+            raise UserError(f"{key}.base_url: {self.base_url!r} is not an http:// or https:// URL")
+        if self.command is not None:
+            try:
+                words = shlex.split(self.command)
+            except ValueError as e:
+                raise UserError(f"{key}.command: cannot split it into words ({e})") from None
+            if not words:
+                raise UserError(f"{key}.command: is empty")
+            if "{port}" not in self.command:
+                raise UserError(f"{key}.command: must contain {{port}}, the port the harness picks and sends to")
+        if not self.health_path.startswith("/"):
+            raise UserError(f"{key}.health_path: must start with '/', got {self.health_path!r}")
+        for name in ("startup_timeout_s", "request_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"{key}.{name}: must be more than 0 s, got {getattr(self, name)}")
+        if self.api_key_env is not None and not os.environ.get(self.api_key_env):
+            raise UserError(f"{key}.api_key_env: environment variable {self.api_key_env} is not set")
+        for field_name in self.extra_body:
+            if field_name in HARNESS_FIELDS:
+                raise UserError(f"{key}.extra_body.{field_name}: set by the harness from the sweep "
+                                f"({', '.join(HARNESS_FIELDS)} are)")
+
+
+def die_with_parent() -> None:
+    """In the server's process, before exec: SIGTERM it when the harness's thread that started it dies.
+
+    PR_SET_PDEATHSIG fires when the thread that forked exits, so `load()` must run on a thread that lives
+    as long as the backend (the worker's main thread does).
+    """
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nobody listens on now (the server binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of group `pgid` is still running (zombies, already dead, do not count)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces or parentheses, so split after the last ')'.
+        fields = stat[stat.rfind(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM the server's whole process group (it leads it: start_new_session), wait up to `grace_s` for
+    every member to end, then SIGKILL whatever is left. Reaps the leader."""
+    pgid = proc.pid
+
+    def signal_group(sig: int) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    signal_group(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while True:
+        proc.poll()
+        if not group_alive(pgid):
+            break
+        if time.monotonic() > deadline:
+            signal_group(signal.SIGKILL)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            break
+        time.sleep(0.05)
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last non-empty lines of a log, joined into one line."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    tail = [" ".join(line.split()) for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(tail)[-1500:]
+
+
+def exit_wording(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class OpenAIBackend(Backend):
+    """Sends each request of a stream to `/v1/completions` when it is due; the server batches them its way."""
+
+    Options = OpenAIOptions
+    scenarios = ("stream",)
+
+    @classmethod
+    def resolve_placement(cls, options: OpenAIOptions) -> Placement:
+        """Placement(device="cpu"): the harness side is only an HTTP client on one CPU. The server's devices are the
+        server's business (a remote machine, or whatever the command asks for): none are claimed here, so the plan
+        never skips the entry for lack of GPUs, and peak_memory_bytes is the client's, not the server's."""
+        return Placement(device="cpu")
+
+    @classmethod
+    def estimate_memory(cls, options: OpenAIOptions, model, batch_size: int, input_length: int,
+                        output_length: int) -> MemoryEstimate:
+        """The server's memory is not the harness's to plan: nothing is estimated and no point is skipped for it."""
+        return MemoryEstimate(0, 0, 0)
+
+    # --- start-up -------------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        o = self.options
+        self._proc: Optional[subprocess.Popen] = None
+        self._tmp: Optional[tempfile.TemporaryDirectory] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self.argv: Optional[List[str]] = None
+        try:
+            if o.command is not None:
+                self.base_url = self._start_server()
+            else:
+                self.base_url = o.base_url.rstrip("/")
+                self._wait_healthy()
+            self.served_model = o.model or self._first_model()
+            self.server_version = self._server_version()
+        except BaseException:
+            self.close()
+            raise
+        self._headers = {"Content-Type": "application/json"}
+        if o.api_key_env:
+            self._headers["Authorization"] = f"Bearer {os.environ[o.api_key_env]}"
+        self._loop = asyncio.new_event_loop()
+
+    def _start_server(self) -> str:
+        self._tmp = tempfile.TemporaryDirectory(prefix="bench-openai-")
+        tmp = Path(self._tmp.name)
+        self.port = free_port()
+        values = {"{python}": sys.executable, "{port}": str(self.port)}
+        if "{model_dir}" in self.options.command:
+            values["{model_dir}"] = self._model_dir(tmp / "model")
+        self.argv = [self._fill(word, values) for word in shlex.split(self.options.command)]
+        self.log_path = tmp / "server.log"
+        with open(self.log_path, "wb") as log:
+            self._proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True, preexec_fn=die_with_parent)
+        self.server_pid = self._proc.pid
+        base_url = f"http://127.0.0.1:{self.port}"
+        self._wait_healthy(base_url)
+        return base_url
+
+    @staticmethod
+    def _fill(word: str, values: Dict[str, str]) -> str:
+        """Placeholders are filled word by word after splitting, so a path with spaces stays one argument."""
+        for placeholder, value in values.items():
+            word = word.replace(placeholder, value)
+        return word
+
+    def _model_dir(self, folder: Path) -> str:
+        """Random weights: the sweep's resolved config.json plus the model's tokenizer files, so the server builds
+        exactly this architecture (with its own dummy weights) and can detokenize. Pretrained: the model itself."""
+        if self.model.weights == "pretrained":
+            return self.model.source
+        self.model.write_config_folder(folder)
+        source = Path(self.model.source)
+        if source.is_dir():
+            for name in TOKENIZER_FILES:
+                if (source / name).is_file():
+                    (folder / name).write_bytes((source / name).read_bytes())
+        return str(folder)
+
+    def _wait_healthy(self, base_url: Optional[str] = None) -> None:
+        """Poll GET health_path until it answers 200; a server process that exits, or the timeout, ends it."""
+        base_url = base_url or self.base_url
+        url = base_url + self.options.health_path
+        timeout_s = self.options.startup_timeout_s
+        deadline = time.monotonic() + timeout_s
+        last = "no answer"
+        while True:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise RuntimeError(f"server {exit_wording(self._proc.returncode)} before answering {url} "
+                                   f"(command: {shlex.join(self.argv)}); last lines of its log: "
+                                   f"{log_tail(self.log_path) or '(empty)'}")
+            try:
+                with urllib.request.urlopen(url, timeout=min(5.0, timeout_s)) as response:
+                    if response.status == 200:
+                        return
+                    last = f"HTTP {response.status}"
+            except urllib.error.HTTPError as e:
+                last = f"HTTP {e.code}"
+            except (OSError, ValueError) as e:  # refused while it starts, timeouts, a malformed URL
+                last = " ".join(str(getattr(e, "reason", e)).split())
+            if time.monotonic() > deadline:
+                where = ""
+                if self._proc is not None:
+                    where = f"; last lines of its log: {log_tail(self.log_path) or '(empty)'}"
+                raise RuntimeError(f"server did not answer {url} with 200 within {timeout_s:g} s (last: {last}){where}")
+            time.sleep(POLL_S)
+
+    def _get_json(self, path: str) -> Any:
+        request = urllib.request.Request(self.base_url + path, headers=self._auth_headers())
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    def _auth_headers(self) -> Dict[str, str]:
+        env = self.options.api_key_env
+        return {"Authorization": f"Bearer {os.environ[env]}"} if env and os.environ.get(env) else {}
+
+    def _first_model(self) -> str:
+        try:
+            models = self._get_json("/v1/models").get("data") or []
+        except (OSError, ValueError) as e:
+            raise RuntimeError(f"cannot list the server's models (GET {self.base_url}/v1/models: {e}); set "
+                               "the backend's `model` option") from None
+        if not models:
+            raise RuntimeError(f"GET {self.base_url}/v1/models lists no model; set the backend's `model` option")
+        return str(models[0]["id"])
+
+    def _server_version(self) -> Optional[str]:
+        try:
+            return str(self._get_json("/version").get("version"))
+        except (OSError, ValueError, AttributeError):
+            return None  # not every server has /version
+
+    # --- requests -------------------------------------------------------------------------------------------
+
+    def run(self, batch: BatchSpec) -> BatchTiming:
+        raise NotImplementedError("the openai backend runs scenario: stream only (scenarios = ('stream',))")
+
+    def serve(self, stream: StreamSpec) -> StreamTiming:
+        with paused_gc():
+            return self._loop.run_until_complete(self._serve(stream))
+
+    async def _serve(self, stream: StreamSpec) -> StreamTiming:
+        import aiohttp
+
+        bodies = self.request_bodies(stream.requests)  # serialized before the clock starts
+        timeout = aiohttp.ClientTimeout(total=self.options.request_timeout_s)
+        # limit=0: no connection pool cap, so max_concurrency (in `drive`) is the only one.
+        connector = aiohttp.TCPConnector(limit=0)
+        # read_bufsize: room for long SSE lines (a first chunk may echo the prompt's ids).
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self._headers,
+                                         read_bufsize=1 << 20) as session:
+            return await drive(stream, partial(self._submit, session, bodies, stream.requests))
+
+    def request_bodies(self, batch: BatchSpec) -> List[bytes]:
+        """One JSON body per request: its token ids, budget, sampling and seed, plus `extra_body`."""
+        s = batch.sampling
+        stream_options: Dict[str, Any] = {"include_usage": True}
+        if self.options.continuous_usage_stats:
+            stream_options["continuous_usage_stats"] = True
+        bodies = []
+        for i, (prompt, max_tokens) in enumerate(zip(batch.prompts, batch.max_tokens)):
+            body: Dict[str, Any] = {"model": self.served_model, "prompt": list(prompt), "max_tokens": max_tokens,
+                                    "stream": True, "stream_options": stream_options,
+                                    "temperature": s.temperature, "top_p": s.top_p}
+            if s.top_k > 0:
+                body["top_k"] = s.top_k  # not in OpenAI's API; vLLM, SGLang and TGI take it
+            if batch.seeds:
+                body["seed"] = batch.seeds[i]
+            if batch.forced:
+                # Exactly max_tokens: vLLM's and SGLang's extensions to the OpenAI API (EOS ignored, no early stop).
+                body["ignore_eos"] = True
+                body["min_tokens"] = max_tokens
+            body.update(self.options.extra_body)
+            bodies.append(json.dumps(body).encode())
+        return bodies
+
+    async def _submit(self, session, bodies: List[bytes], batch: BatchSpec, index: int) -> Submitted:
+        """Send request `index`, stamp every chunk that carries tokens, return when the stream ends."""
+        clock = TokenClock()
+        counted, usage_tokens, token_ids, done = 0, None, [], False
+        async with session.post(self.base_url + "/v1/completions", data=bodies[index]) as response:
+            if response.status != 200:
+                detail = " ".join((await response.text())[:300].split())
+                raise RuntimeError(f"HTTP {response.status} from {self.base_url}/v1/completions: {detail}")
+            async for raw in response.content:  # one SSE line at a time, as it arrives
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue  # blank separators, `: ping` comments, `event:` lines
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    done = True
+                    break
+                chunk = json.loads(payload)
+                if chunk.get("error"):
+                    raise RuntimeError(f"server error mid-stream: {chunk['error']}")
+                usage = chunk.get("usage") or {}
+                if usage.get("completion_tokens") is not None:
+                    usage_tokens = int(usage["completion_tokens"])
+                choices = chunk.get("choices")
+                if not choices:
+                    continue  # the final usage-only chunk: no token
+                if usage.get("completion_tokens") is not None:
+                    # continuous_usage_stats: the running completion count, so this chunk carries the difference
+                    # (more than one when the server coalesces steps, 0 for a chunk that only ends the stream).
+                    count = usage_tokens - counted
+                else:
+                    # No per-chunk usage: one token per chunk, as vLLM's serving benchmark counts; `text` may be
+                    # empty (special tokens, or a UTF-8 character split over tokens) and still be a token.
+                    count = 1
+                clock.arrived(count)
+                counted += max(count, 0)
+                ids = choices[0].get("token_ids")  # vLLM with return_token_ids in extra_body
+                if ids:
+                    token_ids.extend(ids)
+        if not done:
+            raise RuntimeError("the stream ended before data: [DONE] (connection closed)")
+        output_tokens = usage_tokens if usage_tokens is not None else counted
+        budget = batch.max_tokens[index]
+        if batch.forced and output_tokens != budget:
+            raise ShortOutputError(f"request {index} got {output_tokens} tokens, asked for exactly {budget}")
+        if clock.first_s is None:
+            raise RuntimeError(f"request {index}: the stream carried no token")
+        return Submitted(clock.first_s, clock.last_s, output_tokens, clock.gaps_s(),
+                         token_ids=tuple(token_ids) if len(token_ids) == output_tokens else None)
+
+    # --- the rest -------------------------------------------------------------------------------------------
+
+    def engine_stats(self) -> Dict[str, object]:
+        return {"batching": "server"}
+
+    def runtime_info(self) -> Dict[str, object]:
+        """Where the requests went and what answered; the architecture is the server's (not visible from here)."""
+        info: Dict[str, object] = {"base_url": self.base_url, "model": self.served_model,
+                                   "server_version": self.server_version}
+        if self.options.command is not None:
+            info["command"] = self.options.command
+            info["argv"] = self.argv
+        return info
+
+    def close(self) -> None:
+        """Stop the server this backend started (its whole process group) and drop its temp folder. Idempotent."""
+        proc = getattr(self, "_proc", None)
+        if proc is not None:
+            stop_group(proc)
+            self._proc = None
+        loop = getattr(self, "_loop", None)
+        if loop is not None:
+            loop.close()
+            self._loop = None
+        tmp = getattr(self, "_tmp", None)
+        if tmp is not None:
+            tmp.cleanup()
+            self._tmp = None

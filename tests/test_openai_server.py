@@ -1,0 +1,197 @@
+"""The `openai` backend against a real vLLM OpenAI-compatible server on 127.0.0.1 (tiny-llama, dummy weights, fp32),
+started and stopped by the backend itself; plus server commands that never come up or exit at once. A server that
+dies mid-point is tested through benchmark.py (tests/test_stream_e2e.py)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from backends import REGISTRY
+from backends.openai_server import OpenAIBackend, OpenAIOptions
+from harness.arrivals import arrival_times
+from harness.config import ModelConfig
+from harness.errors import UserError
+from harness.models import resolve_model
+from harness.stream import StreamSpec
+from harness.sweep import SweepShape
+from harness.timing import BatchSpec
+
+from tests.conftest import REPO
+
+VLLM_COMMAND = (
+    "{python} -m vllm.entrypoints.openai.api_server --model {model_dir} --load-format dummy --dtype float32 "
+    "--enforce-eager --kv-cache-memory-bytes 268435456 --host 127.0.0.1 --port {port} --max-model-len 512 "
+    "--disable-uvicorn-access-log"
+)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return resolve_model(ModelConfig(preset="tiny-llama", weights="random", dtype="fp32"))
+
+
+def make_backend(model, **options) -> OpenAIBackend:
+    opts = OpenAIOptions(name="openai", **options)
+    opts.validate("backends[0]")
+    return OpenAIBackend(opts, model, SweepShape(0, 128, 64, scenario="stream"))
+
+
+@pytest.fixture(scope="module")
+def server(model):
+    """One vLLM server for the module: started by load(), always stopped by close()."""
+    backend = make_backend(model, command=VLLM_COMMAND)
+    try:
+        backend.load()
+        yield backend
+    finally:
+        backend.close()
+
+
+def make_stream(n, max_tokens, rate=8.0, arrival="poisson", cap=None, seed=0) -> StreamSpec:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(4, 128, size=n)
+    prompts = [rng.integers(3, 32000, size=int(length)).tolist() for length in lengths]
+    return StreamSpec(BatchSpec(prompts, (max_tokens,) * n), arrival_times(arrival, rate, n, seed), cap)
+
+
+def group_members(pgid: int):
+    """Live (non-zombie) processes of process group `pgid`."""
+    members = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return members
+
+
+def max_in_flight(requests) -> int:
+    """The most requests between sent and last token at once (an end before a start at the same instant)."""
+    events = sorted([(r.sent_s, 1) for r in requests] + [(r.last_token_s, -1) for r in requests])
+    most = now = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_registered_and_options_checked():
+    assert REGISTRY.get("openai", "backends[0].name") is OpenAIBackend
+    assert OpenAIBackend.unsupported(OpenAIOptions(name="openai"), "batch")
+    assert OpenAIBackend.unsupported(OpenAIOptions(name="openai"), "stream") is None
+    bad = [({}, "base_url"), ({"base_url": "http://x", "command": "y {port}"}, "base_url"),
+           ({"base_url": "127.0.0.1:8000"}, "base_url"), ({"command": "{python} -m server"}, "command"),
+           ({"base_url": "http://x", "extra_body": {"prompt": "hi"}}, "extra_body.prompt"),
+           ({"base_url": "http://x", "health_path": "health"}, "health_path"),
+           ({"base_url": "http://x", "startup_timeout_s": 0}, "startup_timeout_s"),
+           ({"base_url": "http://x", "api_key_env": "BENCH_NO_SUCH_VARIABLE"}, "api_key_env")]
+    for options, field in bad:
+        with pytest.raises(UserError, match=rf"^backends\[0\]\.{field}:"):
+            OpenAIOptions(name="openai", **options).validate("backends[0]")
+
+
+def test_poisson_stream_forced_tokens(server):
+    stream = make_stream(12, 8, rate=8.0)
+    server.serve(make_stream(4, 8, rate=20.0, seed=1))  # warm-up
+    timing = server.serve(stream)
+    assert len(timing.requests) == 12 and [r.index for r in timing.requests] == list(range(12))
+    for r, prompt in zip(timing.requests, stream.requests.prompts):
+        assert r.ok, r.error
+        assert r.output_tokens == 8 and r.input_tokens == len(prompt)
+        assert timing.start_s <= r.scheduled_s <= r.dispatched_s <= r.sent_s <= r.first_token_s <= r.last_token_s
+        assert r.last_token_s <= timing.end_s
+        assert r.dispatched_s - r.scheduled_s < 0.1  # the client releases requests on time
+        # One gap per chunk after the first; vLLM may coalesce tokens into one chunk, never drop them.
+        assert 1 <= len(r.token_gaps_s) <= 7 and all(g >= 0 for g in r.token_gaps_s)
+        assert sum(r.token_gaps_s) == pytest.approx(r.last_token_s - r.first_token_s, abs=1e-9)
+    offsets = [r.scheduled_s - timing.start_s for r in timing.requests]
+    assert offsets == pytest.approx(stream.arrivals_s, abs=1e-6)
+
+
+def test_max_concurrency_respected(server):
+    stream = make_stream(8, 8, arrival="burst", cap=2)
+    timing = server.serve(stream)
+    assert all(r.ok and r.output_tokens == 8 for r in timing.requests), [r.error for r in timing.requests]
+    assert max_in_flight(timing.requests) == 2
+    # Waiting for a slot counts: the later requests were sent well after they were due.
+    assert max(r.sent_s - r.scheduled_s for r in timing.requests) > 0
+
+
+def test_running_server_by_url(server, model):
+    """base_url mode on the same server: the model id comes from /v1/models, extra_body reaches vLLM."""
+    client = make_backend(model, base_url=server.base_url + "/", extra_body={"return_token_ids": True})
+    client.load()
+    try:
+        info = client.runtime_info()
+        assert info["model"] == server.served_model and info["server_version"] and "command" not in info
+        timing = client.serve(make_stream(3, 5, rate=20.0))
+        for r in timing.requests:
+            assert r.ok and r.output_tokens == 5 and r.token_ids is not None and len(r.token_ids) == 5
+    finally:
+        client.close()
+
+
+def test_never_healthy_server_is_stopped(model):
+    backend = make_backend(model, command='{python} -c "import time; time.sleep(600)" {port}', startup_timeout_s=3)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as failure:
+        backend.load()
+    assert time.monotonic() - start < 30
+    message = str(failure.value)
+    assert "did not answer" in message and "within 3 s" in message and "\n" not in message
+    assert not group_members(backend.server_pid)
+    assert not psutil.pid_exists(backend.server_pid) or \
+        psutil.Process(backend.server_pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_server_that_exits_at_once(model):
+    backend = make_backend(model, command='{python} -c "import sys; print(\'bad flag\'); sys.exit(3)" {port}')
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"exited with code 3 .*bad flag") as failure:
+        backend.load()
+    assert time.monotonic() - start < 10
+    assert "\n" not in str(failure.value)
+    assert not group_members(backend.server_pid)
+
+
+def test_server_dies_when_the_harness_dies(tmp_path):
+    """PR_SET_PDEATHSIG: a worker killed with SIGKILL (no close()) leaves no server behind."""
+    code = textwrap.dedent("""
+        from backends.openai_server import OpenAIBackend, OpenAIOptions
+        from harness.sweep import SweepShape
+        options = OpenAIOptions(name="openai", command='{python} -c "import time; time.sleep(600)" {port}',
+                                startup_timeout_s=120)
+        OpenAIBackend(options, None, SweepShape(0, 8, 8, scenario="stream")).load()
+    """)
+    # Its temp folder (the server's log) is never cleaned up by a killed worker: keep it under tmp_path.
+    worker = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        deadline = time.monotonic() + 30
+        servers = []
+        while not servers and time.monotonic() < deadline:
+            servers = [p for p in psutil.Process(worker.pid).children() if "time.sleep(600)" in " ".join(p.cmdline())]
+            time.sleep(0.1)
+        assert servers, "the worker never started its server"
+        worker.kill()
+        worker.wait(timeout=10)
+        gone, alive = psutil.wait_procs(servers, timeout=10)
+        assert not alive
+    finally:
+        worker.kill()
+        worker.wait(timeout=10)
+
+
+def test_close_ends_the_server_process_group(server):
+    """Runs last in this module: stops the module's server the way the harness does, then checks."""
+    pgid = server.server_pid
+    assert group_members(pgid), "the server should be running before close()"
+    server.close()
+    assert not group_members(pgid)
+    server.close()  # idempotent: the fixture's teardown calls it again
