@@ -1,4 +1,4 @@
-"""The five charts. Each function draws one kind of chart for every slice it applies to and returns
+"""The five batch charts (stream_charts.py draws the stream ones). Each function draws one kind of chart for every slice it applies to and returns
 what it wrote as `Chart` records, which the report embeds in order.
 
 Every chart reads the `ok` rows only; the rows that were left out (oom, skipped, error) are named
@@ -8,9 +8,9 @@ in the chart's caption so a missing point is never silent.
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,7 @@ from matplotlib.lines import Line2D
 
 from plots import data, style
 from plots.data import SERIES, Curve
+from plots.load import BATCH
 from plots.labels import PointLabel, place_point_labels
 
 CAPTION_MAX_ITEMS = 24
@@ -45,12 +46,19 @@ class ChartContext:
     palette: style.Palette
     out_dir: Path
     formats: Tuple[str, ...]
+    requests: Optional[pd.DataFrame] = None  # requests.csv rows (stream points), None when there are none
     ok: pd.DataFrame = field(init=False)
     slugs: Dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.ok = data.plotted(self.table)
         self.slugs = unique_slugs(data.series_order(self.table))
+
+    def scenario(self, scenario: str) -> "ChartContext":
+        """The same context over the batch rows or the stream rows only; file names stay those of all rows."""
+        part = replace(self, table=data.of_scenario(self.table, scenario))
+        part.slugs = self.slugs
+        return part
 
     def dropped_caption(self, mask: pd.Series, with_lengths: bool = False) -> str:
         several_series = self.table[SERIES].nunique() > 1
@@ -301,7 +309,10 @@ ALL_CHARTS = (latency_vs_throughput, latency_vs_output_length, ttft_vs_input_len
 
 
 def render_all(ctx: ChartContext) -> List[Chart]:
-    """Every chart of the report, in the order the report shows them."""
+    """Every batch chart, in the order the report shows them; none when no batch point ended ok."""
+    batch = ctx.scenario(BATCH)
+    if batch.ok.empty:
+        return []
     # Fonts are read when each text is created, not when the figure is: keep the style on throughout.
     with mpl.rc_context(style.RC):
-        return [chart for draw in ALL_CHARTS for chart in draw(ctx)]
+        return [chart for draw in ALL_CHARTS for chart in draw(batch)]

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from plots.errors import PlotError
-from plots.load import POINT_COLUMNS, SOURCE_COLUMN
+from plots.load import BATCH, POINT_COLUMNS, SOURCE_COLUMN, STREAM, STREAM_POINT_COLUMNS
 
 DEFAULT_SERIES_COLUMNS = ("hardware", "backend", "tp_size", "num_devices", "model")
 # Asked for when the chosen columns leave two rows of one curve at the same point (say two runs
@@ -65,8 +65,9 @@ def series_columns(table: pd.DataFrame, requested: Optional[Sequence[str]] = Non
     """The requested columns (or the defaults), plus the fewest extra ones that make every point unique."""
     columns = list(requested) if requested else list(DEFAULT_SERIES_COLUMNS)
     check_series_columns(columns)
+    point = [c for c in ("scenario", *POINT_COLUMNS, *STREAM_POINT_COLUMNS) if c in table.columns]
     for extra in DISAMBIGUATING_COLUMNS:
-        if not table.duplicated(columns + list(POINT_COLUMNS)).any():
+        if not table.duplicated(columns + point).any():
             break
         if extra not in columns:
             columns.append(extra)
@@ -104,11 +105,19 @@ def series_order(table: pd.DataFrame) -> List[str]:
     return list(dict.fromkeys(table[SERIES]))
 
 
+def of_scenario(table: pd.DataFrame, scenario: str) -> pd.DataFrame:
+    """The batch rows or the stream rows (a table read without a `scenario` column is all batch)."""
+    if "scenario" not in table.columns:
+        return table if scenario == BATCH else table.iloc[0:0]
+    return table[table["scenario"] == scenario]
+
+
 def plotted(table: pd.DataFrame) -> pd.DataFrame:
-    """Only the `ok` rows, by series (first seen first), lengths and batch size: lines follow batch size."""
+    """Only the `ok` rows, by series (first seen first), lengths and load: lines follow batch size or rate."""
     ok = table[table["status"] == PLOTTED_STATUS]
     rank = {name: i for i, name in enumerate(series_order(table))}
-    by_lengths = ok.sort_values(["input_length", "output_length", "batch_size"], kind="stable")
+    keys = [c for c in ("input_length", "output_length", "batch_size", "request_rate") if c in ok.columns]
+    by_lengths = ok.sort_values(keys, kind="stable")
     return by_lengths.sort_values(SERIES, key=lambda column: column.map(rank), kind="stable")
 
 
@@ -128,7 +137,7 @@ def require_plottable(table: pd.DataFrame) -> None:
 
 def describe_dropped(rows: pd.DataFrame, with_lengths: bool = False,
                      with_series: Optional[bool] = None) -> List[str]:
-    """`"bs 64 (oom)"` per dropped row in series, length and batch-size order.
+    """`"bs 64 (oom)"` (a stream point: `"rate 4/s (oom)"`) per dropped row in series, length and load order.
 
     Prefixed by the series when `with_series` (default: when the rows hold several series).
     """
@@ -138,13 +147,34 @@ def describe_dropped(rows: pd.DataFrame, with_lengths: bool = False,
     for _, row in _in_point_order(rows).iterrows():
         lengths = f" @ in {row['input_length']}/out {row['output_length']}" if with_lengths else ""
         prefix = f"{row[SERIES]}: " if with_series else ""
-        items.append(f"{prefix}bs {row['batch_size']}{lengths} ({row['status'] or 'unknown'})")
+        items.append(f"{prefix}{load_text(row)}{lengths} ({row['status'] or 'unknown'})")
     return items
+
+
+def load_text(row: pd.Series) -> str:
+    """`bs 64` for a batch point; `rate 4/s`, `burst` and `, cap 8` for a stream point."""
+    if row.get("scenario", BATCH) != STREAM:
+        return f"bs {row['batch_size']}"
+    return rate_text(row["request_rate"]) + cap_text(row.get("max_concurrency"), ", cap {}")
+
+
+def rate_text(rate: object, unit: str = "rate {:g}/s") -> str:
+    """`rate 4/s` (or `unit` filled in) for an offered rate; `burst` for inf (every request at once)."""
+    value = pd.to_numeric(rate, errors="coerce")
+    if pd.isna(value):
+        return "rate ?"
+    return "burst" if np.isinf(value) else unit.format(float(value))
+
+
+def cap_text(cap: object, form: str = "max concurrency {}") -> str:
+    """`form` with the concurrency cap, or nothing when there is none."""
+    value = pd.to_numeric(cap, errors="coerce")
+    return "" if pd.isna(value) else form.format(int(value))
 
 
 def _in_point_order(rows: pd.DataFrame) -> pd.DataFrame:
     # Numbers may still be text here (the table as read): sort them as numbers all the same.
-    keys = [c for c in (SERIES, *POINT_COLUMNS[1:], POINT_COLUMNS[0]) if c in rows]
+    keys = [c for c in (SERIES, *POINT_COLUMNS[1:], POINT_COLUMNS[0], *STREAM_POINT_COLUMNS) if c in rows]
     rank = {name: i for i, name in enumerate(dict.fromkeys(rows[SERIES]))} if SERIES in rows else {}
     return rows.sort_values(keys, kind="stable", key=lambda col: col.map(rank) if col.name == SERIES
                             else pd.to_numeric(col, errors="coerce"))
@@ -166,7 +196,8 @@ def pareto_frontier(latency_ms: Sequence[float], throughput: Sequence[float]) ->
 
 @dataclass(frozen=True)
 class Curve:
-    """One line on a chart: its legend name, the points in drawing order, and each point's batch size."""
+    """One line on a chart: its legend name, the points in drawing order, and each point's batch size
+    (empty for stream points)."""
 
     name: str
     x: Tuple[float, ...]
@@ -181,8 +212,11 @@ def build_curves(rows: pd.DataFrame, x_column: str, y_column: str, by: str = SER
     for name, group in rows.groupby(by, sort=by != SERIES):
         group = group.dropna(subset=[x_column, y_column]).sort_values(order_by or x_column, kind="stable")
         if not group.empty:
+            # Stream points have no batch size: their curves carry none.
+            sizes = group["batch_size"] if "batch_size" in group else pd.Series([], dtype=float)
+            batch_sizes = tuple(int(b) for b in sizes) if sizes.notna().all() else ()
             curves.append(Curve(str(name), tuple(group[x_column].astype(float)), tuple(group[y_column].astype(float)),
-                                tuple(int(b) for b in group["batch_size"])))
+                                batch_sizes))
     return curves
 
 
@@ -194,6 +228,16 @@ def median_over_output_lengths(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     """
     keys = [SERIES, "batch_size", "input_length"]
     return rows.dropna(subset=[column]).groupby(keys, sort=False, as_index=False)[column].median()
+
+
+def fmt(value: object) -> str:
+    """Three significant figures without scientific notation: 1,316 / 41.2 / 3.24; '-' when empty."""
+    if value is None or pd.isna(value):
+        return "-"
+    number = float(value)
+    if abs(number) >= 100:
+        return f"{number:,.0f}"
+    return f"{number:.1f}" if abs(number) >= 10 else f"{number:.2f}"
 
 
 def length_pairs(rows: pd.DataFrame) -> List[Tuple[int, int]]:
@@ -211,3 +255,107 @@ def prompts_text(rows: pd.DataFrame) -> str:
 def unique_text(rows: pd.DataFrame, column: str) -> str:
     """The distinct values of a column, joined: the model and dtype part of a title."""
     return ", ".join(dict.fromkeys(rows[column].astype(str)))
+
+
+# -- request streams -------------------------------------------------------------------------------------
+
+# What a stream's batching column may say: static, continuous, or server (an engine behind an HTTP server: how
+# it batches is the server's business, so it is in neither camp of the static-vs-continuous comparison).
+CONTINUOUS_BATCHING = ("continuous",)
+STATIC_BATCHING = "static"
+
+
+@dataclass(frozen=True)
+class StreamGroup:
+    """The stream points charted together: one length pair and one concurrency cap (None: no cap)."""
+
+    input_length: int
+    output_length: int
+    max_concurrency: Optional[int]
+
+    def rows(self, table: pd.DataFrame) -> pd.DataFrame:
+        return table[self.mask(table)]
+
+    def mask(self, table: pd.DataFrame) -> pd.Series:
+        caps = table["max_concurrency"]
+        same_cap = caps.isna() if self.max_concurrency is None else caps == self.max_concurrency
+        return ((table["input_length"] == self.input_length) & (table["output_length"] == self.output_length)
+                & same_cap.fillna(False).astype(bool))
+
+    @property
+    def stem(self) -> str:
+        cap = "" if self.max_concurrency is None else f"_cap{self.max_concurrency}"
+        return f"in{self.input_length}_out{self.output_length}{cap}"
+
+    @property
+    def text(self) -> str:
+        cap = "no concurrency cap" if self.max_concurrency is None else f"max concurrency {self.max_concurrency}"
+        return f"input {self.input_length} / output {self.output_length} tokens, {cap}"
+
+
+def stream_groups(rows: pd.DataFrame) -> List[StreamGroup]:
+    """Every (lengths, cap) of the stream rows: lengths ascending, then caps ascending, no cap last."""
+    keys = rows[["input_length", "output_length", "max_concurrency"]].drop_duplicates().itertuples(index=False)
+    groups = {StreamGroup(int(i), int(o), None if pd.isna(c) else int(c)) for i, o, c in keys}
+    return sorted(groups, key=lambda g: (g.input_length, g.output_length, g.max_concurrency is None,
+                                         g.max_concurrency or 0))
+
+
+def on_rate_axis(rows: pd.DataFrame) -> pd.DataFrame:
+    """Stream rows at an offered rate; a burst (rate inf) has no place on a rate axis."""
+    return rows[np.isfinite(rows["request_rate"].astype(float))]
+
+
+def bursts(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[np.isinf(rows["request_rate"].astype(float))]
+
+
+def meets_slo(rows: pd.DataFrame) -> pd.Series:
+    """Per stream row: at least the SLO's percentile of its requests met both targets (harness.metrics.slo_met)."""
+    return (rows["status"] == PLOTTED_STATUS) & (rows["slo_attainment"] * 100 >= rows["slo_percentile"] - 1e-9)
+
+
+def highest_rate(rates: Iterable[float]) -> Optional[float]:
+    """The highest offered rate; a burst (inf) only where there is no rate at all. None for no rates."""
+    rates = set(float(r) for r in rates)
+    finite = [r for r in rates if np.isfinite(r)]
+    return max(finite) if finite else max(rates, default=None)
+
+
+def highest_sustained(rows: pd.DataFrame) -> Optional[pd.Series]:
+    """The row at the highest offered rate that met the SLO (a burst: see `highest_rate`); None if none did."""
+    met = rows[meets_slo(rows)]
+    rate = highest_rate(met["request_rate"])
+    return None if rate is None else met[met["request_rate"] == rate].iloc[0]
+
+
+def highest_shared_ok_rate(rows: pd.DataFrame, series: Sequence[str]) -> Optional[float]:
+    """The highest rate at which every one of `series` has an ok point in `rows`; None if there is none."""
+    ok = rows[rows["status"] == PLOTTED_STATUS]
+    shared = None
+    for name in series:
+        rates = set(ok.loc[ok[SERIES] == name, "request_rate"].astype(float))
+        shared = rates if shared is None else shared & rates
+    return highest_rate(shared or ())
+
+
+def series_batching(rows: pd.DataFrame, series: str) -> str:
+    """What a series' stream rows say about how it batched (`static`, `continuous`, `server`), or ''."""
+    of_series = rows[rows[SERIES] == series]
+    recorded = of_series["batching"].astype(str).str.strip() if "batching" in rows.columns else pd.Series([], dtype=str)
+    return "/".join(v for v in dict.fromkeys(recorded) if v and v != "nan")
+
+
+def batching_kind(rows: pd.DataFrame, series: str) -> Optional[str]:
+    """`static`, `continuous` (continuous, server or vLLM batching), or None when neither or unknown."""
+    batching = series_batching(rows, series)
+    if batching == STATIC_BATCHING:
+        return STATIC_BATCHING
+    return "continuous" if batching in CONTINUOUS_BATCHING else None
+
+
+def slo_text(rows: pd.DataFrame) -> str:
+    """`TTFT <= 500 ms and TPOT <= 50 ms for at least 90% of requests`; each distinct SLO, joined by `; `."""
+    slos = rows[["slo_ttft_ms", "slo_tpot_ms", "slo_percentile"]].dropna().drop_duplicates()
+    return "; ".join(f"TTFT <= {t:g} ms and TPOT <= {p:g} ms for at least {q:g}% of requests"
+                     for t, p, q in slos.itertuples(index=False)) or "no SLO recorded"

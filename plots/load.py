@@ -1,4 +1,5 @@
-"""Read results folders written by benchmark.py into one table; nothing else is ever read.
+"""Read results folders written by benchmark.py into one table (and their requests.csv, for stream
+points' per-request figures); nothing else is ever read.
 
 Every column is read as text first so that `--where batch_size=16` compares with exactly what is
 in the file; only then are the numeric columns converted.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import pandas as pd
 
@@ -17,6 +18,18 @@ from plots.errors import PlotError
 REQUIRED_COLUMNS = ("backend", "model", "dtype", "hardware", "batch_size", "input_length", "output_length",
                     "status", "latency_ms_mean", "throughput_tokens_per_s")
 POINT_COLUMNS = ("batch_size", "input_length", "output_length")
+# A stream point's load: its offered rate (inf: a burst) and its concurrency cap (blank: none).
+STREAM_POINT_COLUMNS = ("request_rate", "max_concurrency")
+BATCH, STREAM = "batch", "stream"
+# Numbers whose names `_is_metric` does not recognise by their ending.
+NUMBER_COLUMNS = ("request_rate", "achieved_request_rate", "throughput_tokens_per_s", "prefill_tokens_per_s",
+                  "slo_percentile", "slo_attainment", "goodput", "num_requests", "max_concurrency_reached")
+INTEGER_COLUMNS = POINT_COLUMNS + ("max_concurrency",)
+# What a requests.csv row shares with its results.csv row (hardware and model may be filled in from the
+# manifest in results only, so they are left out).
+REQUEST_JOIN_COLUMNS = ("benchmark_name", "backend", "dtype", "num_devices", "tp_size", "workload",
+                        "input_length", "output_length", "request_rate", "max_concurrency")
+REQUESTS_CSV = "requests.csv"
 # Not in results.csv: the name of the folder a row came from, so two runs of one machine can be told apart.
 SOURCE_COLUMN = "source"
 
@@ -71,6 +84,12 @@ def read_results(source: Path) -> pd.DataFrame:
     _fill_empty(table, "model", str((manifest.get("model") or {}).get("name") or ""))
     if "workload" not in table.columns:  # results written before workloads existed held random ids only
         table["workload"] = "random"
+    if "scenario" not in table.columns:  # results written before request streams were all batches
+        table["scenario"] = BATCH
+    table.loc[table["scenario"].str.strip() == "", "scenario"] = BATCH
+    for column in STREAM_POINT_COLUMNS:
+        if column not in table.columns:
+            table[column] = ""
     table[SOURCE_COLUMN] = path.parent.name
     return table
 
@@ -95,15 +114,31 @@ def load_results(sources: List[Path]) -> pd.DataFrame:
 
 
 def to_numbers(table: pd.DataFrame) -> pd.DataFrame:
-    """A copy with point columns as ints and metric columns as floats (empty cells become NaN)."""
+    """A copy with point columns as ints and metric columns as floats (empty cells become NaN, "inf" inf)."""
     out = table.copy()
     for column in out.columns:
-        if column in POINT_COLUMNS:
+        if column in INTEGER_COLUMNS:
             out[column] = pd.to_numeric(out[column], errors="coerce").astype("Int64")
-        elif _is_metric(column):
+        elif column in NUMBER_COLUMNS or _is_metric(column):
             out[column] = pd.to_numeric(out[column], errors="coerce")
     return out
 
 
 def _is_metric(column: str) -> bool:
     return column.endswith(("_mean", "_p50", "_p90", "_p99", "_std", "_ms", "_s", "_bytes"))
+
+
+def load_requests(sources: List[Path]) -> Optional[pd.DataFrame]:
+    """Every source's requests.csv (one row per timed stream request) as numbers, with the `source` column;
+    None when no source has one (a sweep without streams, or results from before requests.csv)."""
+    tables = []
+    for path in dict.fromkeys(results_csv_path(Path(s)).resolve() for s in sources):
+        requests = path.parent / REQUESTS_CSV
+        try:
+            table = pd.read_csv(requests, dtype=str, keep_default_na=False)
+        except (OSError, pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError):
+            continue  # optional: the stream charts say what they could not draw
+        if all(c in table.columns for c in REQUEST_JOIN_COLUMNS + ("ttft_ms",)):
+            table[SOURCE_COLUMN] = path.parent.name
+            tables.append(table)
+    return to_numbers(pd.concat(tables, ignore_index=True)) if tables else None

@@ -7,9 +7,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from plots import data, load, style
+from plots import data, load, stream_charts, style
 from plots.charts import Chart, ChartContext, render_all
+from plots.data import fmt
 from plots.errors import PlotError
+from plots.load import BATCH, STREAM
+from plots.stream_report import stream_lines
 
 FORMATS = ("png", "svg", "pdf")
 # Markdown viewers (GitHub included) show PNG and SVG inline but only link a PDF.
@@ -31,11 +34,13 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
     table = data.apply_where(load.load_results(sources), where)
     data.require_plottable(table)
     table = load.to_numbers(data.with_series(table, series))
-    palette = style.Palette.build(data.series_order(table), table["batch_size"].dropna().astype(int))
+    batch_sizes = data.of_scenario(table, BATCH)["batch_size"].dropna().astype(int)  # none for streams
+    palette = style.Palette.build(data.series_order(table), batch_sizes)
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        charts = render_all(ChartContext(table, palette, out_dir, formats))
+        ctx = ChartContext(table, palette, out_dir, formats, load.load_requests(sources))
+        charts = render_all(ctx) + stream_charts.render_all(ctx)
         path = out_dir / REPORT_NAME
         path.write_text(render_markdown(table, charts, sources, where, out_dir))
     except OSError as e:
@@ -59,7 +64,10 @@ def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[
     lines = [f"# {data.unique_text(ok, 'model')} ({data.unique_text(ok, 'dtype')}){data.prompts_text(ok)}: "
              "inference benchmark", ""]
     lines += source_lines(sources, where)
-    lines += ["## Summary", "", *summary_table(table), ""]
+    batch = data.of_scenario(table, BATCH)
+    if not batch.empty:
+        lines += ["## Summary", "", *summary_table(batch), ""]
+    lines += stream_lines(data.of_scenario(table, STREAM))
     lines += dropped_lines(table)
     lines += chart_lines(charts, out_dir)
     return "\n".join(lines).rstrip() + "\n"
@@ -121,16 +129,6 @@ def _summary_row(series: str, input_length: int, output_length: int, group: pd.D
     return "| " + " | ".join(cells) + " |"
 
 
-def fmt(value: object) -> str:
-    """Three significant figures without scientific notation: 1,316 / 41.2 / 3.24; '-' when empty."""
-    if value is None or pd.isna(value):
-        return "-"
-    number = float(value)
-    if abs(number) >= 100:
-        return f"{number:,.0f}"
-    return f"{number:.1f}" if abs(number) >= 10 else f"{number:.2f}"
-
-
 def dropped_lines(table: pd.DataFrame) -> List[str]:
     items = data.describe_dropped(data.dropped(table), with_lengths=True,
                                   with_series=table[data.SERIES].nunique() > 1)
@@ -149,7 +147,8 @@ def chart_lines(charts: List[Chart], out_dir: Path) -> List[str]:
         if chart.section != section:
             section = chart.section
             lines += [f"## {section}", ""]
-        lines += [_embed(chart, out_dir), ""]
+        if chart.paths:  # a chart that could not be drawn leaves only its caption, saying why
+            lines += [_embed(chart, out_dir), ""]
         if chart.caption:
             lines += [f"*{chart.caption}*", ""]
     return lines

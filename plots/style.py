@@ -1,4 +1,5 @@
-"""How every chart looks: fonts, one colour and marker per series, batch-size colours, axis scales.
+"""How every chart looks: fonts, one colour and marker per series, batch-size colours, axis scales, and the
+line styles that tell a p50 (solid) from a p99 (dashed).
 
 Colours are fixed once per report (`Palette`), so a series is the same colour in every chart.
 """
@@ -18,6 +19,9 @@ from matplotlib.figure import Figure
 
 # A decade is where a linear axis starts squashing the small values into one corner.
 LOG_SCALE_MIN_RATIO = 10.0
+# Offered request rates get a log2 axis past this span (1, 2, 4 stays linear; 1 to 8 does not).
+RATE_LOG2_MIN_RATIO = 4.0
+PERCENTILE_STYLES = {"p50": "-", "p99": "--"}
 DPI = 150
 SINGLE_FIGSIZE_IN = (8.0, 5.2)
 SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
@@ -38,7 +42,8 @@ class Palette:
     batch_colors: Dict[int, Tuple[float, ...]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, series: Sequence[str], batch_sizes: Sequence[int]) -> "Palette":
+    def build(cls, series: Sequence[str], batch_sizes: Sequence[int] = ()) -> "Palette":
+        """`batch_sizes` may be empty (stream results only): then there are no batch-size colours."""
         tab = mpl.colormaps["tab10" if len(series) <= 10 else "tab20"]
         colors = {s: tab(i % tab.N) for i, s in enumerate(series)}
         markers = {s: SERIES_MARKERS[i % len(SERIES_MARKERS)] for i, s in enumerate(series)}
@@ -48,6 +53,8 @@ class Palette:
 def batch_size_colors(batch_sizes: Sequence[int]) -> Dict[int, Tuple[float, ...]]:
     """A sequential colour per batch size, small = dark; viridis' pale yellow end is cut off for contrast."""
     ordered = sorted(set(int(b) for b in batch_sizes))
+    if not ordered:
+        return {}
     cmap = mpl.colormaps["viridis"]
     positions = np.linspace(0.0, 0.85, len(ordered)) if len(ordered) > 1 else [0.35]
     return {b: cmap(p) for b, p in zip(ordered, positions)}
@@ -92,8 +99,15 @@ def set_value_axis(ax: Axes, which: str, values: Sequence[float], force_log: boo
         axis.set_major_locator(ticker.LogLocator(base=10, subs=_log_subs(values)))
         axis.set_minor_locator(ticker.LogLocator(base=10, subs=np.arange(1, 10)))
         axis.set_minor_formatter(ticker.NullFormatter())
-    else:  # round steps: 500, 1k, 1.5k reads better than 1.25k, 1.75k
-        axis.set_major_locator(ticker.MaxNLocator(nbins=7, steps=[1, 2, 5, 10]))
+        axis.set_major_formatter(ticker.FuncFormatter(human_number))
+    else:
+        set_linear_axis(ax, which)
+
+
+def set_linear_axis(ax: Axes, which: str) -> None:
+    """A linear axis with round steps (500, 1k, 1.5k reads better than 1.25k, 1.75k) and plain-number ticks."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_major_locator(ticker.MaxNLocator(nbins=7, steps=[1, 2, 5, 10]))
     axis.set_major_formatter(ticker.FuncFormatter(human_number))
 
 
@@ -113,6 +127,16 @@ def set_size_axis(ax: Axes, which: str, sizes: Sequence[int]) -> None:
     axis.set_major_locator(ticker.FixedLocator(ticks))
     axis.set_major_formatter(ticker.FuncFormatter(human_number))
     axis.set_minor_locator(ticker.NullLocator())
+
+
+def set_rate_axis(ax: Axes, rates: Sequence[float]) -> None:
+    """Offered request rates on x: a tick at each rate swept; log2 when they span more than 4x."""
+    ticks = sorted(set(float(r) for r in rates if np.isfinite(r) and r > 0))
+    if len(ticks) > 1 and ticks[-1] / ticks[0] > RATE_LOG2_MIN_RATIO:
+        ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(ticker.FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(human_number))
+    ax.xaxis.set_minor_locator(ticker.NullLocator())
 
 
 def save(fig: Figure, out_dir: Path, stem: str, formats: Sequence[str]) -> List[Path]:

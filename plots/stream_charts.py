@@ -1,0 +1,241 @@
+"""The four stream charts: latency, output throughput and goodput vs offered request rate, and the
+distribution of per-request TTFT at one rate. One figure per (input, output, concurrency cap) group.
+
+A burst (every request at once, request_rate inf) has no place on a rate axis: its numbers are in the
+caption instead. Points that did not end ok are named in the caption, as in the batch charts.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+from matplotlib import ticker
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
+
+from plots import data, style
+from plots.charts import (Chart, ChartContext, _decorate, _draw_series_curve, _finish, _legend_right,
+                          model_and_dtype)
+from plots.data import SERIES, StreamGroup
+from plots.load import REQUEST_JOIN_COLUMNS, SOURCE_COLUMN, STREAM
+
+RATE_LABEL = "offered request rate (requests/s)"
+SUSTAINED_RING_SIZE = 15
+LATENCY_PANELS = (("ttft_ms", "TTFT"), ("e2e_ms", "E2E latency"))
+
+
+def _title(rows: pd.DataFrame, what: str, group: StreamGroup) -> str:
+    return f"{model_and_dtype(rows)}: {what}\n{group.text}"
+
+
+def _caption(ctx: ChartContext, group: StreamGroup, *parts: str) -> str:
+    """What the chart leaves out, in sentences: burst points, points not ok, then anything else given."""
+    dropped = ctx.dropped_caption(group.mask(ctx.table))
+    return " ".join(p.rstrip(".") + "." for p in (*parts, dropped) if p)
+
+
+def _burst_text(ctx: ChartContext, group: StreamGroup, describe) -> str:
+    """`Burst (every request at once, not on the rate axis): vllm: ...; hf: ...`, or ''."""
+    rows = data.bursts(group.rows(ctx.ok))
+    items = [f"{row[SERIES]}: {describe(row)}" for _, row in rows.iterrows()]
+    return "Burst (every request at once, not on the rate axis): " + "; ".join(items) if items else ""
+
+
+def _rate_groups(ctx: ChartContext) -> List[StreamGroup]:
+    """The groups with at least one ok point at an offered rate: those get rate charts."""
+    return [g for g in data.stream_groups(ctx.ok) if not data.on_rate_axis(g.rows(ctx.ok)).empty]
+
+
+def _fmt(value: float) -> str:
+    return style.human_number(float(f"{value:.3g}"))
+
+
+# -- 1. latency vs rate ------------------------------------------------------------------------------------
+
+def latency_vs_rate(ctx: ChartContext) -> List[Chart]:
+    """TTFT and E2E latency panels, p50 solid and p99 dashed, a line per series."""
+    return [_latency_vs_rate_one(ctx, group) for group in _rate_groups(ctx)]
+
+
+def _latency_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
+    rows = data.on_rate_axis(group.rows(ctx.ok))
+    fig, axes = style.new_grid(1, len(LATENCY_PANELS))
+    for ax, (metric, name) in zip(axes[0], LATENCY_PANELS):
+        _latency_panel(ax, rows, metric, ctx.palette)
+        ax.set_title(name, fontsize=11.5)
+        ax.set_xlabel(RATE_LABEL)
+        ax.set_ylabel(f"{name}, from scheduled arrival (ms)")
+    title = _title(rows, "request latency vs offered rate", group)
+    fig.subplots_adjust(wspace=0.28, top=1.0 - 1.15 / fig.get_figheight())
+    fig.suptitle(title, x=axes[0, 0].get_position().x0, y=1.0 - 0.2 / fig.get_figheight(), ha="left",
+                 va="top", fontweight="bold")
+    _percentile_legend(fig, axes[0, -1], ctx.palette, data.series_order(rows))
+    burst = _burst_text(ctx, group, lambda r: (f"TTFT p50 {_fmt(r['ttft_ms_p50'])} / p99 {_fmt(r['ttft_ms_p99'])} ms, "
+                                               f"E2E p50 {_fmt(r['e2e_ms_p50'])} / p99 {_fmt(r['e2e_ms_p99'])} ms"))
+    return _finish(ctx, fig, f"stream_latency_vs_rate_{group.stem}", "Stream: latency vs request rate",
+                   title.replace("\n", ", "), _caption(ctx, group, burst))
+
+
+def _latency_panel(ax: Axes, rows: pd.DataFrame, metric: str, palette: style.Palette) -> None:
+    for percentile, linestyle in style.PERCENTILE_STYLES.items():
+        for curve in data.build_curves(rows, "request_rate", f"{metric}_{percentile}"):
+            ax.plot(curve.x, curve.y, color=palette.series_colors[curve.name], linestyle=linestyle,
+                    marker=palette.series_markers[curve.name], zorder=3,
+                    markerfacecolor="white" if percentile != "p50" else None)
+    style.set_rate_axis(ax, rows["request_rate"])
+    style.set_value_axis(ax, "y", pd.concat([rows[f"{metric}_{p}"] for p in style.PERCENTILE_STYLES]))
+    ax.margins(x=0.06, y=0.1)
+
+
+def _percentile_legend(fig, ax: Axes, palette: style.Palette, series: List[str]) -> None:
+    """Series colours, then what the line styles mean, in one legend right of the last panel."""
+    handles = [Line2D([], [], color=palette.series_colors[s], marker=palette.series_markers[s]) for s in series]
+    labels = list(series)
+    for percentile, linestyle in style.PERCENTILE_STYLES.items():
+        handles.append(Line2D([], [], color="0.3", linestyle=linestyle))
+        labels.append(percentile)
+    top_right = ax.get_position()
+    fig.legend(handles, labels, title="series", loc="upper left", frameon=False, alignment="left",
+               bbox_to_anchor=(top_right.x1 + 0.015, top_right.y1))
+
+
+# -- 2. throughput vs rate ---------------------------------------------------------------------------------
+
+def throughput_vs_rate(ctx: ChartContext) -> List[Chart]:
+    return [_throughput_vs_rate_one(ctx, group) for group in _rate_groups(ctx)]
+
+
+def _throughput_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
+    rows = data.on_rate_axis(group.rows(ctx.ok))
+    fig, ax = style.new_figure()
+    for curve in data.build_curves(rows, "request_rate", "throughput_tokens_per_s"):
+        _draw_series_curve(ax, curve, ctx.palette)
+    style.set_rate_axis(ax, rows["request_rate"])
+    style.set_value_axis(ax, "y", rows["throughput_tokens_per_s"])
+    ax.margins(x=0.06, y=0.1)
+    title = _title(rows, "output throughput vs offered rate", group)
+    _decorate(ax, title, RATE_LABEL, "output throughput (tokens/s)")
+    _legend_right(ax, "series")
+    burst = _burst_text(ctx, group, lambda r: f"{_fmt(r['throughput_tokens_per_s'])} tokens/s")
+    return _finish(ctx, fig, f"stream_throughput_vs_rate_{group.stem}", "Stream: output throughput vs request rate",
+                   title.replace("\n", ", "), _caption(ctx, group, burst))
+
+
+# -- 3. goodput vs rate ------------------------------------------------------------------------------------
+
+def goodput_vs_rate(ctx: ChartContext) -> List[Chart]:
+    """Requests/s meeting the SLO against the ideal y = x; a ring on each series' highest sustained rate."""
+    return [_goodput_vs_rate_one(ctx, group) for group in _rate_groups(ctx)]
+
+
+def _goodput_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
+    rows = data.on_rate_axis(group.rows(ctx.ok))
+    fig, ax = style.new_figure()
+    ideal = np.geomspace(rows["request_rate"].min(), rows["request_rate"].max(), 64)  # smooth on a log2 axis too
+    ax.plot(ideal, ideal, color="0.45", linestyle=":", linewidth=1.5, zorder=2, label="ideal: every request met the SLO")
+    for curve in data.build_curves(rows, "request_rate", "goodput"):
+        _draw_series_curve(ax, curve, ctx.palette)
+    sustained = _mark_sustained(ax, rows, ctx.palette)
+    style.set_rate_axis(ax, rows["request_rate"])
+    style.set_linear_axis(ax, "y")  # goodput may be 0: no log scale
+    ax.margins(x=0.06, y=0.05)  # room below 0, so a point at 0 is not cut in half by the axis
+    title = _title(rows, "goodput vs offered rate", group)
+    _decorate(ax, title, RATE_LABEL, "goodput (requests/s meeting the SLO)")
+    _legend_right(ax, "series")
+    burst = _burst_text(ctx, group, lambda r: f"goodput {_fmt(r['goodput'])} requests/s")
+    slo = f"SLO: {data.slo_text(group.rows(ctx.table))}. Ringed: the highest rate each series sustained ({sustained})"
+    return _finish(ctx, fig, f"stream_goodput_vs_rate_{group.stem}", "Stream: goodput vs request rate",
+                   title.replace("\n", ", "), _caption(ctx, group, slo, burst))
+
+
+def _mark_sustained(ax: Axes, rows: pd.DataFrame, palette: style.Palette) -> str:
+    """A ring on each series' highest rate meeting the SLO; returns `hf 2/s, vllm 4/s` (`none` where none)."""
+    texts = []
+    for series in data.series_order(rows):
+        best = data.highest_sustained(rows[rows[SERIES] == series])
+        if best is None:
+            texts.append(f"{series}: none")
+            continue
+        ax.plot([best["request_rate"]], [best["goodput"]], linestyle="none", marker="o", markerfacecolor="none",
+                markersize=SUSTAINED_RING_SIZE, markeredgewidth=1.6, color=palette.series_colors[series], zorder=4)
+        texts.append(f"{series}: {best['request_rate']:g}/s")
+    ax.plot([], [], linestyle="none", marker="o", markerfacecolor="none", markersize=SUSTAINED_RING_SIZE * 0.7,
+            markeredgewidth=1.4, color="0.3", label="highest rate meeting the SLO")
+    return ", ".join(texts)
+
+
+# -- 4. TTFT distribution ----------------------------------------------------------------------------------
+
+def ttft_cdf(ctx: ChartContext) -> List[Chart]:
+    """Per-request TTFT (requests.csv) at the highest rate every series of the group ran ok."""
+    return [_ttft_cdf_one(ctx, group) for group in _rate_groups(ctx)]
+
+
+def _ttft_cdf_one(ctx: ChartContext, group: StreamGroup) -> Chart:
+    section, series = "Stream: TTFT distribution", data.series_order(group.rows(ctx.table))
+    rate = data.highest_shared_ok_rate(data.on_rate_axis(group.rows(ctx.table)), series)
+    what = f"per-request TTFT ({group.text})"
+    if rate is None:
+        return Chart(section, what, [], f"No TTFT distribution for {group.text}: no offered rate at which "
+                                         f"every series ({', '.join(series)}) ran ok.")
+    requests = _requests_at(ctx, group, rate)
+    if requests.empty:
+        return Chart(section, what, [], f"No TTFT distribution for {group.text}: no requests.csv beside "
+                                         "results.csv holds these points (written by an older harness?).")
+    fig, ax = style.new_figure()
+    for name in series:
+        _draw_cdf(ax, requests.loc[requests[SERIES] == name, "ttft_ms"], name, ctx.palette)
+    _slo_line(ax, group.rows(ctx.table))
+    style.set_value_axis(ax, "x", requests["ttft_ms"])
+    ax.set_ylim(0, 1.02)
+    ax.yaxis.set_major_formatter(ticker.PercentFormatter(1.0))
+    rows = group.rows(ctx.ok)
+    title = _title(rows, f"TTFT per request at {rate:g} requests/s", group)
+    _decorate(ax, title, "TTFT, from scheduled arrival (ms)", "share of requests at or below")
+    _legend_right(ax, "series (requests)")
+    missing = [s for s in series if not (requests[SERIES] == s).any()]
+    note = f"No requests.csv rows for: {', '.join(missing)}" if missing else ""
+    picked = f"At {rate:g} requests/s, the highest offered rate at which every series ran ok"
+    return _finish(ctx, fig, f"stream_ttft_cdf_{group.stem}", section, title.replace("\n", ", "),
+                   " ".join(p + "." for p in (picked, note) if p))
+
+
+def _draw_cdf(ax: Axes, values: pd.Series, name: str, palette: style.Palette) -> None:
+    """A step up at each request: the share of requests at or below each value; the legend counts them."""
+    ordered = np.sort(values.dropna().to_numpy(float))
+    if ordered.size:
+        ax.step(ordered, np.arange(1, ordered.size + 1) / ordered.size, where="post", zorder=3,
+                color=palette.series_colors[name], label=f"{name} ({ordered.size})")
+
+
+def _slo_line(ax: Axes, rows: pd.DataFrame) -> None:
+    targets = rows["slo_ttft_ms"].dropna().unique()
+    if len(targets) == 1:
+        ax.axvline(targets[0], color="0.45", linestyle=":", linewidth=1.5, zorder=2,
+                   label=f"SLO: TTFT <= {targets[0]:g} ms")
+
+
+def _requests_at(ctx: ChartContext, group: StreamGroup, rate: float) -> pd.DataFrame:
+    """The requests.csv rows of the group's ok points at `rate`, with the series of their results row."""
+    if ctx.requests is None:
+        return pd.DataFrame(columns=[SERIES, "ttft_ms"])
+    points = group.rows(ctx.ok)
+    points = points[points["request_rate"] == rate]
+    keys = [SOURCE_COLUMN, *REQUEST_JOIN_COLUMNS]
+    requests = ctx.requests[[c for c in ctx.requests.columns if c != SERIES]]
+    return requests.merge(points[keys + [SERIES]].drop_duplicates(keys), on=keys, how="inner")
+
+
+ALL_STREAM_CHARTS = (latency_vs_rate, throughput_vs_rate, goodput_vs_rate, ttft_cdf)
+
+
+def render_all(ctx: ChartContext) -> List[Chart]:
+    """Every stream chart, in the order the report shows them; none when there are no stream rows."""
+    stream = ctx.scenario(STREAM)
+    if stream.ok.empty:
+        return []
+    with mpl.rc_context(style.RC):
+        return [chart for draw in ALL_STREAM_CHARTS for chart in draw(stream)]

@@ -1,0 +1,98 @@
+"""report.md's stream section: a table per (lengths, cap) group, warnings where the client limited the
+offered load, and the measured static vs continuous batching factors."""
+
+from __future__ import annotations
+
+from itertools import product
+from typing import List
+
+import pandas as pd
+
+from plots import data
+from plots.data import SERIES, StreamGroup, fmt, rate_text
+
+# Over this p99 send slip (ms) the client, not the engine, limited the offered load (harness.metrics.SLIP_WARN_MS).
+SLIP_WARN_MS = 5.0
+STREAM_HEADER = ("| series | batching | points ok | highest sustained rate (requests/s) | TTFT p50 (ms) "
+                 "| TTFT p99 (ms) | TPOT p50 (ms) | E2E p99 (ms) | goodput (requests/s) |")
+
+
+def stream_lines(rows: pd.DataFrame) -> List[str]:
+    """The whole stream section; nothing when there are no stream rows."""
+    if rows.empty:
+        return []
+    lines = ["## Request streams", "",
+             f"SLO: {data.slo_text(rows)}. A rate is sustained when that share of its requests met both targets; "
+             "the columns after it are the figures at that rate. Latencies run from each request's scheduled "
+             "arrival.", ""]
+    for group in data.stream_groups(rows):
+        lines += [f"### {group.text[0].upper()}{group.text[1:]}", "", *stream_table(group.rows(rows)), ""]
+    lines += slip_warnings(rows)
+    lines += static_vs_continuous(rows)
+    return lines
+
+
+def stream_table(group: pd.DataFrame) -> List[str]:
+    columns = STREAM_HEADER.count("|") - 1
+    lines = [STREAM_HEADER, "|" + "|".join(["---"] * 2 + ["--:"] * (columns - 2)) + "|"]
+    for series in data.series_order(group):
+        of_series = group[group[SERIES] == series]
+        ok = (of_series["status"] == data.PLOTTED_STATUS).sum()
+        cells = [series, data.series_batching(group, series) or "-", f"{ok} of {len(of_series)}"]
+        best = data.highest_sustained(of_series)
+        if best is None:
+            cells += ["none"] + ["-"] * 5
+        else:
+            cells += [rate_text(best["request_rate"], "{:g}"), fmt(best["ttft_ms_p50"]), fmt(best["ttft_ms_p99"]),
+                      fmt(best["tpot_ms_p50"]), fmt(best["e2e_ms_p99"]), fmt(best["goodput"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def slip_warnings(rows: pd.DataFrame) -> List[str]:
+    """A line per point whose requests left the client late: its offered load was not the one asked for."""
+    late = rows[rows["send_slip_ms_p99"] > SLIP_WARN_MS]
+    lines = []
+    for _, row in data.plotted(late).iterrows():
+        group = StreamGroup(int(row["input_length"]), int(row["output_length"]),
+                            None if pd.isna(row["max_concurrency"]) else int(row["max_concurrency"]))
+        lines += [f"> **Warning:** {row[SERIES]} at {rate_text(row['request_rate'])} ({group.text}): p99 send slip "
+                  f"{fmt(row['send_slip_ms_p99'])} ms > {SLIP_WARN_MS:g} ms. The client sent requests late, so it, "
+                  "not the engine, limited the offered load.", ""]
+    return lines
+
+
+def static_vs_continuous(rows: pd.DataFrame) -> List[str]:
+    """Per group holding a static and a continuous series: E2E p50 and goodput factors at their highest shared
+    ok rate."""
+    paragraphs = []
+    for group in data.stream_groups(rows):
+        of_group = group.rows(rows)
+        kinds = {s: data.batching_kind(of_group, s) for s in data.series_order(of_group)}
+        static = [s for s, k in kinds.items() if k == data.STATIC_BATCHING]
+        continuous = [s for s, k in kinds.items() if k == "continuous"]
+        paragraphs += [_compare(of_group, group, s, c) for s, c in product(static, continuous)]
+    if not paragraphs:
+        return []
+    return ["### Static vs continuous batching", "", *[line for p in paragraphs for line in (p, "")]]
+
+
+def _compare(rows: pd.DataFrame, group: StreamGroup, static: str, continuous: str) -> str:
+    where = f"{group.text[0].upper()}{group.text[1:]}"
+    rate = data.highest_shared_ok_rate(rows, [static, continuous])
+    if rate is None:
+        return (f"{where}: {static} (static) and {continuous} (continuous) ran ok at no common rate, so there is "
+                "no like-for-like comparison.")
+    at = rows[(rows["request_rate"] == rate) & (rows["status"] == data.PLOTTED_STATUS)].set_index(SERIES)
+    s, c = at.loc[static], at.loc[continuous]
+    load = "in a burst (every request at once)" if rate == float("inf") else f"at {rate:g} requests/s"
+    return (f"{where}: {load}, the highest rate both {static} (static) and {continuous} (continuous) ran ok, "
+            + _ratio("E2E p50", "static", "continuous", s["e2e_ms_p50"], c["e2e_ms_p50"], "ms") + ", and "
+            + _ratio("goodput", "continuous", "static", c["goodput"], s["goodput"], "requests/s") + ".")
+
+
+def _ratio(what: str, top: str, bottom: str, a: float, b: float, unit: str) -> str:
+    """`E2E p50 is 3.21x as much with static as with continuous batching (1,234 vs 384 ms)`."""
+    if pd.isna(a) or pd.isna(b) or b == 0:
+        return f"{what} is {fmt(a)} {unit} with {top} and {fmt(b)} with {bottom} batching (no finite factor)"
+    return f"{what} is {a / b:.2f}x as much with {top} as with {bottom} batching ({fmt(a)} vs {fmt(b)} {unit})"
