@@ -1,0 +1,55 @@
+"""`stream.request_rates: auto`: the highest request rate an engine sustains within the SLO.
+
+Doubling from `search.start_rate` until a rate fails the SLO (or halving until one meets it),
+then bisecting between the highest sustained and the lowest failed rate until they are within
+`search.precision` of each other. Pure bookkeeping: the runner measures each probe as an
+ordinary stream point and reports whether it met the SLO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+# Halving stops this far below the start rate: an engine that cannot sustain it has no useful answer.
+MAX_HALVINGS = 10
+
+
+@dataclass
+class RateSearch:
+    start_rate: float
+    precision: float
+    max_probes: int
+    sustained: Optional[float] = None  # the highest rate that met the SLO so far
+    failed: Optional[float] = None  # the lowest rate that did not
+    probes: List[Tuple[float, bool]] = field(default_factory=list)
+
+    def next_rate(self) -> Optional[float]:
+        """The rate to probe next, or None when the search is done."""
+        if len(self.probes) >= self.max_probes:
+            return None
+        if self.failed is None:
+            return self.start_rate if self.sustained is None else self.sustained * 2
+        if self.sustained is None:
+            rate = self.failed / 2
+            return rate if rate >= self.start_rate / 2**MAX_HALVINGS else None
+        if self.failed <= self.sustained * (1 + self.precision):
+            return None
+        return round((self.sustained + self.failed) / 2, 6)
+
+    def record(self, rate: float, met: bool) -> None:
+        self.probes.append((rate, met))
+        if met:
+            self.sustained = max(rate, self.sustained or rate)
+        else:
+            self.failed = min(rate, self.failed or rate)
+
+    @property
+    def converged(self) -> bool:
+        """Both bounds found and within the precision (not cut short by max_probes)."""
+        return (self.sustained is not None and self.failed is not None
+                and self.failed <= self.sustained * (1 + self.precision))
+
+    def describe(self) -> str:
+        probes = ", ".join(f"{rate:g}/s {'met' if met else 'missed'}" for rate, met in self.probes)
+        return f"probes: {probes}"
