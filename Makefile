@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts test overhead agree-vllm clean
+.PHONY: setup demo demo-prompts demo-stream test overhead overhead-stream agree-vllm agree-serve clean
 
 setup: $(READY)
 
@@ -18,6 +18,10 @@ demo: setup
 demo-prompts: setup
 	$(PY) benchmark.py yamls/cpu-prompts.yaml
 
+# Request streams: HF static and continuous batching, vLLM in process and behind its OpenAI-compatible server.
+demo-stream: setup
+	$(PY) benchmark.py yamls/cpu-stream.yaml
+
 test: setup
 	$(PY) -m pytest
 
@@ -25,9 +29,17 @@ test: setup
 overhead: setup
 	$(PY) benchmarks/overhead.py
 
+# The stream client's own limit: p99 send slip at 1,000 requests/s against a null engine (target < 1 ms).
+overhead-stream: setup
+	$(PY) benchmarks/overhead_stream.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache
 
 # Harness latency over vLLM's own latency benchmark, same shapes, alternated (target 1.00 +/- 0.05).
 agree-vllm: setup
 	$(PY) benchmarks/agree_vllm.py
+
+# The openai backend vs vLLM's own serving benchmark on one vllm serve, same stream, alternated (target within 10%).
+agree-serve: setup
+	$(PY) benchmarks/agree_serve.py
