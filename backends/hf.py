@@ -4,7 +4,6 @@ harness around `generate`, or continuously by transformers' own continuous-batch
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import time
 from dataclasses import dataclass
@@ -18,7 +17,8 @@ from harness.config import opt
 from harness.errors import UserError
 from harness.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.models import ModelSpec, architecture
-from harness.stream import LEAD_S, SPIN_S, RequestTiming, StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
+from harness.static_batching import serve_static
+from harness.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
 from harness.timing import BatchSpec, BatchTiming
 
 CACHES = ("dynamic", "static")
@@ -288,74 +288,9 @@ class HFBackend(Backend):
         return self._serve_static(stream)
 
     def _serve_static(self, stream: StreamSpec) -> StreamTiming:
-        """Static batching, scheduled on the host clock in this thread, one `generate` (`run`) per batch.
-
-        Request i is due at start + arrivals_s[i] and waits in a queue from then on (its clock runs). While the
-        engine is idle the loop sleeps until the next request is due or the oldest waiting one reaches max_wait_ms;
-        a batch starts when max_batch_size requests wait (or the stream's max_concurrency, if smaller), when the
-        oldest has waited max_wait_ms since its scheduled arrival, or when no more requests will come. It takes the
-        oldest waiting requests, as many as fit; requests that arrive while it generates wait for the next one.
-
-        `dispatched_s`: when the loop saw the request due: the wake-up time for one that fell due while the loop
-        slept (the send slip), its scheduled time for one that fell due while a batch generated (that queue is the
-        server's). `sent_s`: its batch's start; `queued_s`: sent_s - scheduled_s. First and last token: the batch's
-        per-sequence step stamps (`run`); `token_gaps_s`: the step stamps between them.
-        """
-        requests = stream.requests
-        n = stream.num_requests
-        cap = min(self.options.max_batch_size, stream.max_concurrency or self.options.max_batch_size)
-        max_wait_s = self.options.max_wait_ms / 1e3
-        start_s = time.perf_counter() + LEAD_S
-        due = [start_s + offset for offset in stream.arrivals_s]
-        dispatched: List[float] = [0.0] * n
-        timings: List[Optional[RequestTiming]] = [None] * n
-        waiting: collections.deque = collections.deque()
-        upcoming = 0  # the next request not yet due
-        last_batch_end_s = -float("inf")
-        while upcoming < n or waiting:
-            now = time.perf_counter()
-            while upcoming < n and due[upcoming] <= now:
-                dispatched[upcoming] = due[upcoming] if due[upcoming] <= last_batch_end_s else now
-                waiting.append(upcoming)
-                upcoming += 1
-            if not waiting:
-                _block_until(due[upcoming])
-                continue
-            deadline = due[waiting[0]] + max_wait_s
-            if len(waiting) < cap and now < deadline and upcoming < n:
-                _block_until(min(deadline, due[upcoming]))
-                continue
-            batch = [waiting.popleft() for _ in range(min(cap, len(waiting)))]
-            for timing in self._static_batch(requests, batch, due, dispatched):
-                timings[timing.index] = timing
-            last_batch_end_s = time.perf_counter()
-        return StreamTiming(start_s, time.perf_counter(), tuple(timings))
-
-    def _static_batch(self, requests: BatchSpec, indices: List[int], due: List[float],
-                      dispatched: List[float]) -> List[RequestTiming]:
-        """One `generate` on the stream's requests `indices`, and their timings. Running out of memory fails the
-        stream (the point reads `oom`); another failure is those requests' error and the stream goes on."""
-        sub = BatchSpec([requests.prompts[i] for i in indices], tuple(requests.max_tokens[i] for i in indices),
-                        requests.forced, requests.sampling,
-                        tuple(requests.seeds[i] for i in indices) if requests.seeds else ())
-        sent_s = time.perf_counter()
-        try:
-            timing, stamps = self._generate(sub)
-        except Exception as e:  # noqa: BLE001 - the batch's requests fail, the stream goes on
-            if _is_oom(e):
-                raise
-            error = f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
-            return [RequestTiming(i, due[i], dispatched[i], sent_s, input_tokens=len(requests.prompts[i]),
-                                  error=error) for i in indices]
-        out = []
-        for j, i in enumerate(indices):
-            produced = timing.output_tokens[j]
-            mine = stamps[:produced]
-            out.append(RequestTiming(
-                i, due[i], dispatched[i], timing.start_s, timing.request_first_token_s[j],
-                timing.request_last_token_s[j], len(requests.prompts[i]), produced,
-                tuple(b - a for a, b in zip(mine, mine[1:])), timing.start_s - due[i], token_ids=timing.token_ids[j]))
-        return out
+        """Static batching around `generate` (harness/static_batching.py); a batch's requests get its per-sequence
+        step stamps."""
+        return serve_static(stream, self._generate, self.options.max_batch_size, self.options.max_wait_ms / 1e3)
 
     def _serve_continuous(self, stream: StreamSpec) -> StreamTiming:
         """Continuous batching: transformers' `ContinuousBatchingManager` generates on its own thread, and
@@ -508,22 +443,6 @@ def cb_sizes(max_batch_size: int, longest_input: int, longest_request: int) -> D
     return {"max_requests_per_batch": n,
             "num_blocks": -(-n * max(1, longest_request) // CB_PAGE_SIZE) + n,
             "max_batch_tokens": max(n, min(CB_MAX_BATCH_TOKENS, n * max(1, longest_input)))}
-
-
-def _block_until(deadline_s: float) -> None:
-    """`harness.stream.sleep_until` for a thread without an event loop: sleep, then yield for the last SPIN_S (a
-    sleep wakes up late)."""
-    while True:
-        left = deadline_s - time.perf_counter()
-        if left <= 0:
-            return
-        time.sleep(left - SPIN_S if left > SPIN_S else 0)
-
-
-def _is_oom(e: BaseException) -> bool:
-    from harness.runner import is_oom
-
-    return is_oom(e)
 
 
 def _manager_state(manager) -> str:

@@ -133,6 +133,15 @@ async def sleep_until(deadline_s: float) -> None:
         await asyncio.sleep(left - SPIN_S if left > SPIN_S else 0)
 
 
+def block_until(deadline_s: float) -> None:
+    """`sleep_until` for a thread without an event loop: sleep, then yield for the last SPIN_S (a sleep wakes late)."""
+    while True:
+        left = deadline_s - time.perf_counter()
+        if left <= 0:
+            return
+        time.sleep(left - SPIN_S if left > SPIN_S else 0)
+
+
 async def drive(stream: StreamSpec, submit: Submit) -> StreamTiming:
     """Release every request at its scheduled time, whatever is in flight, and collect their timings.
 

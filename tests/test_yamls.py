@@ -15,7 +15,7 @@ YAMLS = sorted((Path(__file__).resolve().parent.parent / "yamls").glob("*.yaml")
 
 
 def test_there_are_yamls():
-    assert {"cpu-tiny.yaml", "cpu-prompts.yaml", "7b.yaml", "7b-chat.yaml", "13b.yaml", "70b.yaml"} <= {
+    assert {"cpu-tiny.yaml", "cpu-prompts.yaml", "cpu-stream.yaml", "7b.yaml", "7b-chat.yaml", "13b.yaml", "70b.yaml"} <= {
         p.name for p in YAMLS}
 
 
@@ -33,7 +33,13 @@ def test_yaml_validates_and_plans(path):
     model = resolve_model(config.model)
     workload = workloads.build_workload(config, model)
     plans = plan_sweep(config, model, REGISTRY, workload)
-    expected = len(config.batch_sizes) * len(workload.input_lengths()) * len(config.output_lengths)
+    if config.scenario == "batch":
+        loads = len(config.batch_sizes)
+    else:
+        rates = 1 if config.stream.arrival == "burst" or config.stream.request_rates == "auto" else len(
+            config.stream.request_rates)
+        loads = rates * len(config.stream.max_concurrency)
+    expected = loads * len(workload.input_lengths()) * len(config.output_lengths)
     assert all(len(plan.points) == expected for plan in plans)
 
 
