@@ -51,6 +51,23 @@ def test_batches_cycle_through_the_shuffled_file_and_respect_each_prompt_cap(tmp
     assert workload.name == "example-chats.jsonl (chatml)" and timed.forced and timed.sampling.greedy
 
 
+def test_a_stream_sends_the_file_in_order_with_mixed_lengths(tmp_path):
+    stream_keys = "scenario: stream\nstream: {request_rates: [2], num_requests: 150, num_warmup_requests: 3}\n"
+    path = sweep_yaml(tmp_path, f"{{prompts: {EXAMPLE}, template: chatml}}", stream_keys)
+    path.write_text(path.read_text().replace("batch_sizes: [1, 4]\n", ""))
+    config, workload = build(path)
+    point = SweepPoint(workload.input_lengths()[0], 70, None, workload.name, 2.0)
+    timed = workload.stream(point, "timed", config.stream)
+    pool = workload.pool
+    # the shuffled pool in order from its start, cycling past its end (150 requests, 120 prompts)
+    assert [tuple(p) for p in timed.requests.prompts] == [pool[i % len(pool)].token_ids for i in range(150)]
+    assert len(set(timed.requests.input_tokens)) > 10  # mixed lengths, as the file has them
+    assert timed.requests.max_tokens == tuple(min(70, pool[i % len(pool)].max_tokens or 70) for i in range(150))
+    warmup = workload.stream(point, "warmup", config.stream)
+    assert [tuple(p) for p in warmup.requests.prompts] == [pool[-1].token_ids, pool[-2].token_ids, pool[-3].token_ids]
+    assert timed.arrivals_s == workload.stream(point, "timed", config.stream).arrivals_s
+
+
 def test_num_prompts_max_prompt_tokens_and_manifest_facts(tmp_path):
     _, workload = build(sweep_yaml(tmp_path, f"{{prompts: {EXAMPLE}, max_prompt_tokens: 100, num_prompts: 30}}"))
     facts = workload.manifest()
