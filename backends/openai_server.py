@@ -12,12 +12,9 @@ Named openai_server.py, not openai.py, so that nothing can shadow the `openai` p
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import json
 import os
 import shlex
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,8 +27,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from backends.base import Backend, BackendOptions, Placement
+from backends.server_process import exit_wording, log_tail, start_server, stop_group
 from harness.config import opt
 from harness.errors import ShortOutputError, UserError
+from harness.launcher import free_port
 from harness.memory import MemoryEstimate
 from harness.stream import StreamSpec, StreamTiming, Submitted, TokenClock, drive, paused_gc
 from harness.timing import BatchSpec, BatchTiming
@@ -42,9 +41,7 @@ HARNESS_FIELDS = ("model", "prompt", "max_tokens", "min_tokens", "ignore_eos", "
 # Copied next to the resolved config.json, when the model's folder has them, so that the server can detokenize.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
                    "added_tokens.json", "vocab.json", "merges.txt", "chat_template.jinja")
-STOP_GRACE_S = 20.0
 POLL_S = 0.25
-LOG_TAIL_LINES = 5
 
 
 @dataclass
@@ -96,87 +93,6 @@ class OpenAIOptions(BackendOptions):
             if field_name in HARNESS_FIELDS:
                 raise UserError(f"{key}.extra_body.{field_name}: set by the harness from the sweep "
                                 f"({', '.join(HARNESS_FIELDS)} are)")
-
-
-def die_with_parent() -> None:
-    """In the server's process, before exec: SIGTERM it when the harness's thread that started it dies.
-
-    PR_SET_PDEATHSIG fires when the thread that forked exits, so `load()` must run on a thread that lives
-    as long as the backend (the worker's main thread does).
-    """
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 nobody listens on now (the server binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of group `pgid` is still running (zombies, already dead, do not count)."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp ...: comm may hold spaces or parentheses, so split after the last ')'.
-        fields = stat[stat.rfind(")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
-def stop_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM the server's whole process group (it leads it: start_new_session), wait up to `grace_s` for
-    every member to end, then SIGKILL whatever is left. Reaps the leader."""
-    pgid = proc.pid
-
-    def signal_group(sig: int) -> None:
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    signal_group(signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while True:
-        proc.poll()
-        if not group_alive(pgid):
-            break
-        if time.monotonic() > deadline:
-            signal_group(signal.SIGKILL)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-            break
-        time.sleep(0.05)
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last non-empty lines of a log, joined into one line."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    tail = [" ".join(line.split()) for line in text.splitlines() if line.strip()][-lines:]
-    return " | ".join(tail)[-1500:]
-
-
-def exit_wording(code: int) -> str:
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
 
 
 class OpenAIBackend(Backend):
@@ -231,9 +147,7 @@ class OpenAIBackend(Backend):
             values["{model_dir}"] = self._model_dir(tmp / "model")
         self.argv = [self._fill(word, values) for word in shlex.split(self.options.command)]
         self.log_path = tmp / "server.log"
-        with open(self.log_path, "wb") as log:
-            self._proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True, preexec_fn=die_with_parent)
+        self._proc = start_server(self.argv, self.log_path)
         self.server_pid = self._proc.pid
         base_url = f"http://127.0.0.1:{self.port}"
         self._wait_healthy(base_url)

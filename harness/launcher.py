@@ -49,7 +49,7 @@ def launch_command(plan: EntryPlan, job_path: Path, socket_path: Path) -> List[s
         return [sys.executable, *worker]
     ranks = plan.placement.tp_size
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
-            "--master-port", str(_free_port()), *worker]
+            "--master-port", str(free_port()), *worker]
 
 
 def run_in_worker(job: WorkerJob, emit: Callable[[PointResult], None], log_path: Path,
@@ -209,7 +209,8 @@ def _report_unfinished(job: WorkerJob, state: Supervision, emit, reason: str, lo
         emit(PointResult(job.context, pp.point, "error", message, estimated_memory_bytes=pp.estimate.total_bytes))
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port on 127.0.0.1 nobody listens on now (its user binds it a moment later)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
