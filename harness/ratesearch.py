@@ -51,5 +51,14 @@ class RateSearch:
                 and self.failed <= self.sustained * (1 + self.precision))
 
     def describe(self) -> str:
+        """`probes: 4/s met, 8/s missed, 6/s met, ...`, and why the search stopped short when it did."""
         probes = ", ".join(f"{rate:g}/s {'met' if met else 'missed'}" for rate, met in self.probes)
-        return f"probes: {probes}"
+        if self.converged:
+            return f"probes: {probes}"
+        if self.sustained is None:
+            why = "no rate probed met the SLO"
+        elif self.failed is None:
+            why = f"every rate probed met the SLO; raise search.max_probes ({self.max_probes}) or start_rate"
+        else:
+            why = f"search.max_probes ({self.max_probes}) reached before the bounds were within the precision"
+        return f"probes: {probes} (not converged: {why})"

@@ -110,8 +110,7 @@ class EntryRunner:
             search.record(rate, slo_met(summarize_stream(probe.stream, probe.slo)["slo_attainment"], probe.slo))
         result = self._result(pp, "ok")
         result.rate_search, result.max_rate_within_slo = "result", search.sustained
-        result.search_probes = search.describe() + ("" if search.converged else f" (not converged: max_probes "
-                                                    f"{s.max_probes} or no rate met the SLO)")
+        result.search_probes = search.describe()
         result.engine_stats = self.engine_stats
         return result
 

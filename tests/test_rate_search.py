@@ -33,9 +33,11 @@ def test_gives_up_without_an_answer_when_nothing_is_sustained():
     search = search_for(0.0)
     assert search.sustained is None and not search.converged
     assert len(search.probes) == 11  # the start rate, then ten halvings
+    assert search.describe().endswith("(not converged: no rate probed met the SLO)")
 
 
 def test_max_probes_bounds_the_search():
     search = search_for(1000.0, max_probes=5)
     assert len(search.probes) == 5 and not search.converged and search.sustained == 16.0
-    assert search.describe() == "probes: 1/s met, 2/s met, 4/s met, 8/s met, 16/s met"
+    assert search.describe() == ("probes: 1/s met, 2/s met, 4/s met, 8/s met, 16/s met (not converged: every rate "
+                                 "probed met the SLO; raise search.max_probes (5) or start_rate)")
