@@ -82,8 +82,8 @@ def test_training_reproduces_the_shipped_tokenizer(tmp_path):
     script.train(tmp_path)
     shipped = (PRESET / "tokenizer.json").read_bytes()
     assert (tmp_path / "tokenizer.json").read_bytes() == shipped, (
-        "the shipped tokenizer is not what the repository's text trains now (README, docs/ or "
-        "yamls/ changed?): rerun `python scripts/train_tokenizer.py` and commit the result")
+        "the shipped tokenizer is not what the example chats train now (yamls/prompts/ "
+        "changed?): rerun `python scripts/train_tokenizer.py` and commit the result")
 
 
 def test_preset_still_loads():
