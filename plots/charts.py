@@ -310,9 +310,14 @@ ALL_CHARTS = (latency_vs_throughput, latency_vs_output_length, ttft_vs_input_len
 
 def render_all(ctx: ChartContext) -> List[Chart]:
     """Every batch chart, in the order the report shows them; none when no batch point ended ok."""
-    batch = ctx.scenario(BATCH)
-    if batch.ok.empty:
+    return render_scenario(ctx, BATCH, ALL_CHARTS)
+
+
+def render_scenario(ctx: ChartContext, scenario: str, charts) -> List[Chart]:
+    """`charts` drawn from the rows of one scenario (batch or stream), in order; none when none of them ended ok."""
+    rows = ctx.scenario(scenario)
+    if rows.ok.empty:
         return []
     # Fonts are read when each text is created, not when the figure is: keep the style on throughout.
     with mpl.rc_context(style.RC):
-        return [chart for draw in ALL_CHARTS for chart in draw(batch)]
+        return [chart for draw in charts for chart in draw(rows)]

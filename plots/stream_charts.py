@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import List
 
-import matplotlib as mpl
 import numpy as np
 import pandas as pd
 from matplotlib import ticker
@@ -17,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from plots import data, style
-from plots.charts import (Chart, ChartContext, _decorate, _draw_series_curve, _finish, _legend_right,
+from plots.charts import (Chart, ChartContext, _decorate, render_scenario, _draw_series_curve, _finish, _legend_right,
                           model_and_dtype)
 from plots.data import SERIES, StreamGroup
 from plots.load import REQUEST_JOIN_COLUMNS, SOURCE_COLUMN, STREAM
@@ -233,9 +232,5 @@ ALL_STREAM_CHARTS = (latency_vs_rate, throughput_vs_rate, goodput_vs_rate, ttft_
 
 
 def render_all(ctx: ChartContext) -> List[Chart]:
-    """Every stream chart, in the order the report shows them; none when there are no stream rows."""
-    stream = ctx.scenario(STREAM)
-    if stream.ok.empty:
-        return []
-    with mpl.rc_context(style.RC):
-        return [chart for draw in ALL_STREAM_CHARTS for chart in draw(stream)]
+    """Every stream chart, in the order the report shows them; none when no stream point ended ok."""
+    return render_scenario(ctx, STREAM, ALL_STREAM_CHARTS)
