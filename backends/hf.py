@@ -3,8 +3,6 @@ harness around `generate`, or continuously by transformers' own continuous-batch
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -12,13 +10,14 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from transformers.generation.streamers import BaseStreamer
 
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
+from backends.hf_continuous import CB_PAGE_SIZE, ContinuousBatcher, cb_sizes
 from harness import weights
 from harness.config import opt
 from harness.errors import UserError
 from harness.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.models import ModelSpec, architecture
 from harness.static_batching import serve_static
-from harness.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
+from harness.stream import StreamSpec, StreamTiming
 from harness.timing import BatchSpec, BatchTiming
 
 CACHES = ("dynamic", "static")
@@ -26,10 +25,6 @@ ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_a
 BATCHING = ("static", "continuous")
 # What transformers' continuous-batching manager runs (eager becomes its paged|eager); flex_attention it refuses.
 CONTINUOUS_ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3")
-# Tokens per KV-cache page of the continuous-batching manager (transformers' default).
-CB_PAGE_SIZE = 256
-# Most tokens one continuous-batching step takes in (transformers' default); longer prefills are split over steps.
-CB_MAX_BATCH_TOKENS = 8192
 
 
 @dataclass
@@ -166,7 +161,7 @@ class HFBackend(Backend):
         estimate = estimate_point(model, batch_size, input_length, output_length, eager_attention=eager)
         if getattr(options, "batching", "static") != "continuous":
             return estimate
-        # The manager's paged cache is sized for max_batch_size requests whatever the cap (`_cb_sizes`), and without
+        # The manager's paged cache is sized for max_batch_size requests whatever the cap (`ContinuousBatcher.sizes`), and without
         # flash attention it builds an attention mask over a whole step's tokens and the whole cache.
         n = options.max_batch_size
         sizes = cb_sizes(n, input_length, input_length + output_length)
@@ -202,6 +197,7 @@ class HFBackend(Backend):
         self.pad_id = pad if isinstance(pad, int) else self.eos_ids[0]
         self._configs: Dict[tuple, object] = {}
         self._sync = sync
+        self._continuous = None  # a ContinuousBatcher, once a stream asks for batching: continuous
 
     def run(self, batch: BatchSpec) -> BatchTiming:
         return self._generate(batch)[0]
@@ -210,7 +206,8 @@ class HFBackend(Backend):
         """`run`, also handing back the step stamps (step k's stamp: every unfinished sequence's token k+1)."""
         import torch
 
-        self._stop_manager()  # a continuous-batching manager may have switched the model's attention
+        if self._continuous is not None:  # a continuous-batching manager may have switched the model's attention
+            self._continuous.stop()
         input_ids, attention_mask = self._inputs(batch)
         config = self._generation_config(batch)
         clock = StepClock(self._sync)
@@ -258,7 +255,7 @@ class HFBackend(Backend):
             if o.batching == "static":
                 info.update(batching="static", max_batch_size=o.max_batch_size, max_wait_ms=o.max_wait_ms)
             else:
-                sizes = self._cb_sizes()
+                sizes = cb_sizes(o.max_batch_size, self.shape.max_input_length, self.shape.max_tokens)
                 info.update(batching="continuous", max_requests_per_batch=sizes["max_requests_per_batch"],
                             max_batch_tokens=sizes["max_batch_tokens"], kv_cache_blocks=sizes["num_blocks"],
                             kv_cache_page_size=CB_PAGE_SIZE,
@@ -272,147 +269,27 @@ class HFBackend(Backend):
     def close(self) -> None:
         import torch
 
-        self._stop_manager()
-        loop = getattr(self, "_loop", None)
-        if loop is not None:
-            loop.close()
-            self._loop = None
+        if self._continuous is not None:
+            self._continuous.close()
+            self._continuous = None
         del self.net
         if self.placement.device == "cuda":
             torch.cuda.empty_cache()
 
     def serve(self, stream: StreamSpec) -> StreamTiming:
-        """A request stream, batched as `batching` says: `_serve_static` or `_serve_continuous`."""
+        """A request stream, batched as `batching` says: `_serve_static`, or transformers' continuous-batching
+        manager (backends/hf_continuous.py)."""
         if self.options.batching == "continuous":
-            return self._serve_continuous(stream)
+            if self._continuous is None:
+                self._continuous = ContinuousBatcher(self.net, self.options.max_batch_size, self.shape, self.eos_ids,
+                                                     self.pad_id)
+            return self._continuous.serve(stream)
         return self._serve_static(stream)
 
     def _serve_static(self, stream: StreamSpec) -> StreamTiming:
         """Static batching around `generate` (harness/static_batching.py); a batch's requests get its per-sequence
         step stamps."""
         return serve_static(stream, self._generate, self.options.max_batch_size, self.options.max_wait_ms / 1e3)
-
-    def _serve_continuous(self, stream: StreamSpec) -> StreamTiming:
-        """Continuous batching: transformers' `ContinuousBatchingManager` generates on its own thread, and
-        `harness.stream.drive` adds each request to it at its scheduled time (`add_request`, streaming).
-
-        The manager schedules every step itself (FIFO: decoding requests first, then waiting prompts, at most
-        max_batch_size requests and max_batch_tokens tokens per step, prompts split over steps beyond that).
-        Its outputs come back on this backend's event loop (`register_result_handler`), one per token.
-        `first_token_s`, `last_token_s`: the manager's own per-token stamps (`record_timestamps`: time.perf_counter,
-        the clock of every other stamp, read in its thread as it records each token on the host), so they leave out
-        the hop back to the event loop; `token_gaps_s`: the gaps between the hand-overs the event loop received (a
-        TokenClock), what a client sees; `queued_s`: the manager's own wait, from `add_request` until it scheduled
-        the request.
-
-        Forced lengths: the manager has no min_new_tokens (it drops that processor), so a forced request gets no EOS
-        to stop on and EOS is suppressed at every step (`suppress_tokens`), which is what generate's
-        min_new_tokens == max_new_tokens does. Sampling: one generator for the whole manager, seeded with the
-        stream's first seed; which draw a request gets depends on the steps it shares, so per-request seeds do not
-        hold and sampled tokens do not repeat run to run.
-        """
-        requests = stream.requests
-        capacity = self._cb_sizes()["num_blocks"] * CB_PAGE_SIZE
-        longest = max(len(p) + n for p, n in zip(requests.prompts, requests.max_tokens))
-        if longest > capacity:
-            raise RuntimeError(f"a request of {longest} tokens does not fit the manager's KV cache ({capacity} tokens, "
-                               f"sized for the sweep's longest request)")
-        manager = self._manager_for(requests)
-        eos = [] if requests.forced else list(self.eos_ids)
-        tag = next(self._stream_ids)
-
-        async def submit(index: int) -> Submitted:
-            sent_s = time.perf_counter()  # drive stamps sent_s just before this: no later than it
-            request_id = f"stream{tag}-{index}"
-            clock, done = TokenClock(), asyncio.get_running_loop().create_future()
-            seen = [0]
-
-            def on_output(output) -> None:  # on the event loop, once per token (streaming) and at the end
-                clock.arrived(len(output.generated_tokens) - seen[0])
-                seen[0] = len(output.generated_tokens)
-                if output.is_finished() and not done.done():
-                    done.set_result(output)
-
-            manager.register_result_handler(request_id, on_output)
-            added = manager.add_request(list(requests.prompts[index]), request_id=request_id,
-                                        max_new_tokens=requests.max_tokens[index], streaming=True,
-                                        record_timestamps=True, eos_token_id=eos)
-            if added is None:
-                with manager.output_router._lock:
-                    manager.output_router.result_handlers.pop(request_id, None)
-                raise RuntimeError(f"the continuous-batching manager refused the request ({_manager_state(manager)})")
-            output = await done
-            if output.error:
-                raise RuntimeError(output.error)
-            stamps = output.timestamps or ()
-            if len(stamps) != len(output.generated_tokens) or not stamps:
-                raise RuntimeError(f"the manager stamped {len(stamps)} of {len(output.generated_tokens)} tokens")
-            if not sent_s <= output.created_time <= output.lifespan[0] <= stamps[0] <= stamps[-1] <= clock.last_s:
-                raise RuntimeError("the manager's timestamps fall outside the request's window: clock mismatch")
-            return Submitted(stamps[0], stamps[-1], output_tokens=len(output.generated_tokens),
-                             token_gaps_s=clock.gaps_s(), queued_s=output.lifespan[0] - output.created_time,
-                             token_ids=tuple(output.generated_tokens))
-
-        return run_stream(stream, submit, loop=self._loop)
-
-    def _cb_sizes(self) -> Dict[str, int]:
-        """The manager's limits: max_batch_size requests per step, and a KV cache that holds that many of the
-        sweep's longest requests (pages are per request: one partly filled page each on top). Steps take up to
-        max_batch_size prompts at once, at most CB_MAX_BATCH_TOKENS tokens."""
-        return cb_sizes(self.options.max_batch_size, self.shape.max_input_length, self.shape.max_tokens)
-
-    def _manager_for(self, requests: BatchSpec):
-        """The running manager for this stream's sampling and forcing, started (and its KV cache built) before the
-        stream's clock starts. One manager serves every stream of a sweep; another sampling or forcing replaces it."""
-        import torch
-
-        key = (requests.forced, requests.sampling)
-        if getattr(self, "_manager", None) is not None and self._manager_key != key:
-            self._stop_manager()
-        if getattr(self, "_manager", None) is None:
-            from transformers import GenerationConfig
-            from transformers.generation.configuration_utils import ContinuousBatchingConfig
-
-            s = requests.sampling
-            sampling = {} if s.greedy else dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k)
-            config = GenerationConfig(
-                max_new_tokens=requests.max_output_tokens, do_sample=not s.greedy, num_beams=1,
-                eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
-                suppress_tokens=list(self.eos_ids) if requests.forced else None, **sampling)
-            sizes = self._cb_sizes()
-            cb = ContinuousBatchingConfig(
-                page_size=CB_PAGE_SIZE, num_blocks=sizes["num_blocks"], max_batch_tokens=sizes["max_batch_tokens"],
-                max_requests_per_batch=sizes["max_requests_per_batch"],
-                allow_block_sharing=False,  # no prefix cache: every prompt is prefilled, as with vLLM's default here
-                safety_margin=0.0,  # the cache is sized for max_batch_size requests: admit up to it
-                auto_switch_to_flash=False,  # attn_implementation means the same as in generate
-                seed=requests.seeds[0] if requests.seeds else 0)
-            self._manager = self.net.init_continuous_batching(generation_config=config, continuous_batching_config=cb)
-            self._manager_key = key
-            self._manager.start()
-            while self._manager.batch_processor is None:  # its thread builds the KV cache first
-                if not self._manager.is_running():
-                    error = self._manager.background_thread_status.fatal_error
-                    self._stop_manager()
-                    if error is not None:
-                        raise error
-                    raise RuntimeError("the continuous-batching manager stopped while starting")
-                time.sleep(0.001)
-            if getattr(self, "_loop", None) is None:
-                self._loop = asyncio.new_event_loop()
-                self._stream_ids = itertools.count()
-        if not requests.sampling.greedy and requests.seeds:
-            torch.manual_seed(requests.seeds[0])  # the manager's thread is idle between streams
-        return self._manager
-
-    def _stop_manager(self) -> None:
-        """Stop the continuous-batching manager's thread and free its KV cache (the model gets its attention back)."""
-        manager = getattr(self, "_manager", None)
-        if manager is None:
-            return
-        self._manager = None
-        manager.stop(block=True, timeout=60, hard_stop=True)  # idle between streams; after a failure, drop the rest
-        manager.destroy()
 
     def _generation_config(self, batch: BatchSpec):
         """Up to the batch's largest budget; forced: EOS is masked out until then (min == max). Greedy unless the
@@ -435,18 +312,6 @@ class HFBackend(Backend):
                 config.compile_config._compile_all_devices = True
             self._configs[key] = config
         return self._configs[key]
-
-
-def cb_sizes(max_batch_size: int, longest_input: int, longest_request: int) -> Dict[str, int]:
-    """The continuous-batching manager's limits (`HFBackend._cb_sizes`)."""
-    n = max_batch_size
-    return {"max_requests_per_batch": n,
-            "num_blocks": -(-n * max(1, longest_request) // CB_PAGE_SIZE) + n,
-            "max_batch_tokens": max(n, min(CB_MAX_BATCH_TOKENS, n * max(1, longest_input)))}
-
-
-def _manager_state(manager) -> str:
-    return manager.background_thread_status.can_accept_new_requests() or "reason unknown"
 
 
 def device_sync(device: str) -> Callable[[], None]:
