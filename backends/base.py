@@ -9,8 +9,9 @@ from typing import ClassVar, Dict, Optional, Tuple
 from harness.config import opt
 from harness.memory import MemoryEstimate, PeakMemory, estimate_point
 from harness.models import ModelSpec
+from harness.speculative import SpeculativeConfig
 from harness.stream import StreamSpec, StreamTiming
-from harness.sweep import SweepShape
+from harness.sweep import SweepPoint, SweepShape
 from harness.timing import BatchSpec, BatchTiming
 
 
@@ -32,6 +33,10 @@ class BackendOptions:
 
     name: str = opt("", help="Backend to run, from the registry in backends/__init__.py.")
     label: Optional[str] = opt(None, help="Name of this entry in results (default: name); unique within a sweep.")
+    speculative: Optional[SpeculativeConfig] = opt(
+        None, help="Speculative decoding settings (method, num_speculative_tokens, ...), compared with the same "
+        "engine's entry without them; a list of settings (null: none) makes one entry each (docs/measurement.md)."
+    )
 
     @property
     def entry_label(self) -> str:
@@ -63,6 +68,8 @@ class Backend(ABC):
     Options: ClassVar[type] = BackendOptions
     # What the engine can run: static batches (`run`) and/or request streams (`serve`).
     scenarios: ClassVar[Tuple[str, ...]] = ("batch",)
+    # The `speculative.method`s the engine runs (harness/speculative.py).
+    speculative_methods: ClassVar[Tuple[str, ...]] = ()
 
     # Launched as `placement.tp_size` ranks (torchrun) instead of one worker process.
     distributed: ClassVar[bool] = False
@@ -94,11 +101,21 @@ class Backend(ABC):
         return estimate_point(model, batch_size, input_length, output_length)
 
     @classmethod
-    def unsupported(cls, options: BackendOptions, scenario: str) -> Optional[str]:
-        """Why these options cannot run `scenario` at all (the entry's points are then skipped), or None."""
-        if scenario in cls.scenarios:
-            return None
-        return f"{options.name} runs scenario: {' | '.join(cls.scenarios)} only, not {scenario}"
+    def unsupported(cls, options: BackendOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
+        """Why these options cannot run `scenario` (of `model`, where given) at all (the entry's points are then
+        skipped), or None."""
+        if scenario not in cls.scenarios:
+            return f"{options.name} runs scenario: {' | '.join(cls.scenarios)} only, not {scenario}"
+        spec = options.speculative
+        if spec is not None and spec.method not in cls.speculative_methods:
+            runs = f"it runs {', '.join(cls.speculative_methods)}" if cls.speculative_methods else "it has none"
+            return f"{options.name} does not run speculative method {spec.method} ({runs})"
+        return None
+
+    @classmethod
+    def point_unsupported(cls, options: BackendOptions, point: SweepPoint) -> Optional[str]:
+        """Why these options cannot run this one point (it is then skipped), or None."""
+        return None
 
     @classmethod
     def stream_batch_limit(cls, options: BackendOptions) -> Optional[int]:

@@ -11,14 +11,15 @@ from transformers.generation.streamers import BaseStreamer
 
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
 from backends.hf_continuous import CB_PAGE_SIZE, ContinuousBatcher, cb_sizes
-from harness import weights
+from harness import speculative, weights
 from harness.config import opt
 from harness.errors import UserError
 from harness.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.models import ModelSpec, architecture
 from harness.static_batching import serve_static
 from harness.stream import StreamSpec, StreamTiming
-from harness.timing import BatchSpec, BatchTiming
+from harness.sweep import SweepPoint
+from harness.timing import BatchSpec, BatchTiming, SpecCounts
 
 CACHES = ("dynamic", "static")
 ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
@@ -107,7 +108,9 @@ class StepClock(BaseStreamer):
 
     `generate` calls `put` once with the prompt, then once per step with one new token
     for every sequence of the batch, so the first stamp is the batch's TTFT instant and
-    the last one its final token, whatever the batch size.
+    the last one its final token, whatever the batch size. Assisted generation (one sequence)
+    hands over every token a verifying pass emits at once, as a (1, n) tensor: each of them
+    gets that pass's stamp, so `stamps[k]` is always the arrival of token k + 1.
     """
 
     def __init__(self, sync: Callable[[], None]):
@@ -120,31 +123,74 @@ class StepClock(BaseStreamer):
             self._seen_prompt = True
             return
         self.sync()
-        self.stamps.append(time.perf_counter())
+        now = time.perf_counter()
+        self.stamps.extend([now] * (value.shape[-1] if value.dim() == 2 else 1))
 
     def end(self) -> None:
         pass
 
 
+class TargetPasses:
+    """Counts the target model's forward passes in assisted generation, and the positions each one runs.
+
+    A verifying pass runs the tokens not yet in the KV cache: the last emitted token plus the k proposed ones
+    (the first pass: the whole prompt plus them). It emits the accepted proposals plus one token of its own,
+    so over a sequence accepted = emitted - passes (docs/measurement.md, "Speculative decoding").
+    """
+
+    def __init__(self, net):
+        self.positions: List[int] = []
+        net.register_forward_pre_hook(self._count, with_kwargs=True)
+
+    def _count(self, module, args, kwargs) -> None:
+        ids = kwargs.get("input_ids")
+        self.positions.append((ids if ids is not None else args[0]).shape[-1])
+
+    def counts(self, prompt_tokens: int, emitted: int) -> SpecCounts:
+        proposed = [self.positions[0] - prompt_tokens] + [n - 1 for n in self.positions[1:]]
+        return SpecCounts(draft_steps=sum(c > 0 for c in proposed), proposed=sum(proposed),
+                          accepted=emitted - len(self.positions))
+
+
 class HFBackend(Backend):
-    """`scenario: batch`: each batch is one `generate`. `scenario: stream`: see `serve`."""
+    """`scenario: batch`: each batch is one `generate` (assisted generation with `speculative`). `scenario:
+    stream`: see `serve`."""
 
     Options = HFOptions
     harness_random_weights = True
     scenarios = ("batch", "stream")
+    speculative_methods = ("ngram", "prompt_lookup", "draft")
 
     def __init_subclass__(cls, **kwargs):
-        """Engines built on this one (accelerate, deepspeed) inherit `run`, not the stream options: they run batches
-        only unless they say otherwise."""
+        """Engines built on this one (accelerate, deepspeed) inherit `run`, not the stream options or speculation:
+        they run batches only, without speculation, unless they say otherwise."""
         super().__init_subclass__(**kwargs)
         if "scenarios" not in cls.__dict__:
             cls.scenarios = ("batch",)
+        if "speculative_methods" not in cls.__dict__:
+            cls.speculative_methods = ()
 
     @classmethod
-    def unsupported(cls, options: HFOptions, scenario: str) -> Optional[str]:
+    def unsupported(cls, options: HFOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
         if scenario == "batch" and getattr(options, "batching", "static") == "continuous":
             return "batching: continuous runs request streams only (scenario: stream)"
-        return super().unsupported(options, scenario)
+        reason = super().unsupported(options, scenario, model)
+        spec = options.speculative
+        if reason or spec is None:
+            return reason
+        if scenario == "stream":
+            return "hf speculates in scenario: batch only (transformers' assisted generation runs one sequence at a time)"
+        if spec.lookup and spec.prompt_lookup_min != 1:
+            return "transformers' prompt lookup matches n-grams down to 1 token: it needs prompt_lookup_min: 1"
+        if options.static_cache():  # rejected proposals are cropped from the cache, which a static one cannot do
+            return "transformers' assisted generation needs cache_implementation: dynamic"
+        return None
+
+    @classmethod
+    def point_unsupported(cls, options: HFOptions, point: SweepPoint) -> Optional[str]:
+        if options.speculative is not None and point.batch_size and point.batch_size > 1:
+            return "transformers' assisted generation runs batch size 1 only"
+        return None
 
     @classmethod
     def stream_batch_limit(cls, options: HFOptions) -> Optional[int]:
@@ -159,6 +205,11 @@ class HFBackend(Backend):
                         output_length: int) -> MemoryEstimate:
         eager = options.attn_implementation == "eager"
         estimate = estimate_point(model, batch_size, input_length, output_length, eager_attention=eager)
+        spec = options.speculative
+        if spec is not None and spec.method == "draft":  # the draft holds its own weights and KV cache
+            draft = estimate_point(speculative.draft_model(spec, model), batch_size, input_length, output_length)
+            estimate = MemoryEstimate(estimate.weights_bytes + draft.weights_bytes,
+                                      estimate.kv_cache_bytes + draft.kv_cache_bytes, estimate.activation_bytes)
         if getattr(options, "batching", "static") != "continuous":
             return estimate
         # The manager's paged cache is sized for max_batch_size requests whatever the cap (`ContinuousBatcher.sizes`), and without
@@ -187,6 +238,28 @@ class HFBackend(Backend):
         else:
             model = AutoModelForCausalLM.from_pretrained(self.model.source, device_map=device, **kwargs)
         self._ready(model.eval().requires_grad_(False), device_sync(device))
+        spec = self.options.speculative
+        if spec is not None:
+            self.draft = self._load_draft(spec, device, kwargs) if spec.method == "draft" else None
+            self._passes = TargetPasses(self.net)
+
+    def _load_draft(self, spec, device: str, kwargs: dict):
+        """The draft model, built like the target; it proposes exactly k tokens per step (a constant schedule and
+        no confidence cut-off, which transformers otherwise applies), as vLLM's draft does."""
+        from transformers import AutoModelForCausalLM
+
+        draft = speculative.draft_model(spec, self.model)
+        if draft.weights == "random":  # harness.weights seeds by name: the target's first layers, where shapes match
+            net = weights.build_empty(draft.hf_config, **kwargs)
+            weights.materialize(net, device, init_range=weights.init_range_of(draft.hf_config))
+        else:  # the draft's checkpoint; for layers_of_target the target's, read as far as the fewer layers go
+            net = AutoModelForCausalLM.from_pretrained(draft.source, config=draft.hf_config, device_map=device,
+                                                       **kwargs)
+        config = net.generation_config
+        config.num_assistant_tokens = spec.num_speculative_tokens
+        config.num_assistant_tokens_schedule = "constant"
+        config.assistant_confidence_threshold = 0.0
+        return net.eval().requires_grad_(False)
 
     def _ready(self, net, sync: Callable[[], None]) -> None:
         """What `run` needs once the model is built (here or in a subclass): the module whose `generate` is
@@ -211,13 +284,17 @@ class HFBackend(Backend):
         input_ids, attention_mask = self._inputs(batch)
         config = self._generation_config(batch)
         clock = StepClock(self._sync)
+        spec = self.options.speculative
+        assisted = {} if spec is None or self.draft is None else {"assistant_model": self.draft}
+        if spec is not None:
+            self._passes.positions.clear()
         with torch.inference_mode():
             if batch.seeds:
                 torch.manual_seed(batch.seeds[0])  # generate samples from one global generator: a seed per batch
             self._sync()
             start = time.perf_counter()
             out = self.net.generate(input_ids, attention_mask=attention_mask, generation_config=config,
-                                    streamer=clock)
+                                    streamer=clock, **assisted)
             self._sync()
             end = time.perf_counter()
         generated = out[:, input_ids.shape[1]:].tolist()
@@ -225,9 +302,11 @@ class HFBackend(Backend):
         # Every sequence gets its first token in the same step; each one's last is the step of its own last token
         # (a static batch keeps stepping until its longest sequence is done).
         last = tuple(clock.stamps[n - 1] for n in produced)
+        counts = None if spec is None else self._passes.counts(input_ids.shape[1], produced[0])
         return BatchTiming(start, clock.stamps[0], max(last), end, produced,
                            request_first_token_s=(clock.stamps[0],) * batch.batch_size, request_last_token_s=last,
-                           token_ids=tuple(tuple(row[:n]) for row, n in zip(generated, produced))), clock.stamps
+                           token_ids=tuple(tuple(row[:n]) for row, n in zip(generated, produced)),
+                           spec=counts), clock.stamps
 
     def _inputs(self, batch: BatchSpec):
         """Ids left-padded to the longest prompt, with the mask that hides the padding: generate appends
@@ -250,6 +329,10 @@ class HFBackend(Backend):
         info = {"device": self.placement.device, "torch_threads": torch.get_num_threads(),
                 "attn_implementation": self.net.config._attn_implementation,
                 "architecture": self.built_architecture()}
+        spec = self.options.speculative
+        if spec is not None:
+            info["speculative"] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens,
+                                   "draft_architecture": architecture(self.draft.config) if self.draft else None}
         if self.shape.scenario == "stream" and "stream" in self.scenarios:
             o = self.options
             if o.batching == "static":
@@ -272,6 +355,7 @@ class HFBackend(Backend):
         if self._continuous is not None:
             self._continuous.close()
             self._continuous = None
+        self.draft = None
         del self.net
         if self.placement.device == "cuda":
             torch.cuda.empty_cache()
@@ -300,9 +384,12 @@ class HFBackend(Backend):
 
             n, s = batch.max_output_tokens, batch.sampling
             sampling = {} if s.greedy else dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k)
+            spec = self.options.speculative
+            lookup = {} if spec is None or not spec.lookup else dict(
+                prompt_lookup_num_tokens=spec.num_speculative_tokens, max_matching_ngram_size=spec.prompt_lookup_max)
             config = GenerationConfig(
                 max_new_tokens=n, min_new_tokens=n if batch.forced else None, do_sample=not s.greedy, num_beams=1,
-                use_cache=True, eos_token_id=self.eos_ids, pad_token_id=self.pad_id, **sampling,
+                use_cache=True, eos_token_id=self.eos_ids, pad_token_id=self.pad_id, **sampling, **lookup,
                 cache_implementation="static" if self.options.static_cache() else None,
                 disable_compile=not self.options.compiled(),
             )

@@ -7,6 +7,7 @@ Named vllm_engine.py, not vllm.py, so that nothing can shadow the `vllm` package
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import os
 import re
@@ -17,13 +18,14 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
+from harness import speculative
 from harness.config import opt
 from harness.errors import UserError
 from harness.memory import (GiB, DeviceMemoryInUse, MemoryEstimate, ProcessTreeMemory, estimate_point,
                             kv_cache_bytes)
 from harness.models import TORCH_DTYPES, ModelSpec
 from harness.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
-from harness.timing import BatchSpec, BatchTiming
+from harness.timing import BatchSpec, BatchTiming, SpecCounts
 
 CPU_KV_CACHE_DEFAULT_BYTES = 2 * GiB
 # How long the async engine's processes get to exit on their own at close(); vLLM's default is 5 s, and a CPU
@@ -36,7 +38,13 @@ OPTION_ARGS = {
     "tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size", "enforce_eager": "enforce_eager",
     "gpu_memory_utilization": "gpu_memory_utilization", "kv_cache_memory_bytes": "kv_cache_memory_bytes",
     "enable_prefix_caching": "enable_prefix_caching", "max_model_len": "max_model_len",
+    "speculative_config": "speculative",
 }
+# vLLM's spec-decode counters (Prometheus, in this process) -> SpecCounts fields.
+SPEC_COUNTERS = {"vllm:spec_decode_num_drafts": "draft_steps", "vllm:spec_decode_num_draft_tokens": "proposed",
+                 "vllm:spec_decode_num_accepted_tokens": "accepted"}
+# vLLM's name for each speculative.method.
+SPEC_METHODS = {"ngram": "ngram", "prompt_lookup": "ngram", "draft": "draft_model", "eagle": "eagle"}
 
 
 @dataclass
@@ -109,6 +117,20 @@ class VLLMBackend(Backend):
 
     Options = VLLMOptions
     scenarios = ("batch", "stream")
+    speculative_methods = tuple(SPEC_METHODS)
+
+    @classmethod
+    def unsupported(cls, options: VLLMOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
+        reason = super().unsupported(options, scenario, model)
+        spec = options.speculative
+        if reason or spec is None or model is None:
+            return reason
+        if spec.method == "eagle" and model.weights == "random":
+            return "an EAGLE head is trained for its target: method eagle needs model.weights: pretrained"
+        if spec.method == "draft" and spec.draft.layers_of_target is not None and model.weights == "pretrained":
+            return ("vLLM loads a draft from a checkpoint of its own: draft.layers_of_target runs with random weights "
+                    "only here (give draft.name_or_path)")
+        return None
 
     @classmethod
     def resolve_placement(cls, options: VLLMOptions) -> Placement:
@@ -133,6 +155,11 @@ class VLLMBackend(Backend):
                         output_length: int) -> MemoryEstimate:
         """On CPU the engine preallocates its whole KV cache, whatever the point needs."""
         estimate = estimate_point(model, batch_size, input_length, output_length)
+        spec = options.speculative
+        if spec is not None and spec.method == "draft":
+            draft = estimate_point(speculative.draft_model(spec, model), batch_size, input_length, output_length)
+            estimate = MemoryEstimate(estimate.weights_bytes + draft.weights_bytes,
+                                      estimate.kv_cache_bytes + draft.kv_cache_bytes, estimate.activation_bytes)
         if cls.resolve_placement(options).device == "cuda":
             return estimate
         kv = max(estimate.kv_cache_bytes, options.kv_cache_memory_bytes or CPU_KV_CACHE_DEFAULT_BYTES)
@@ -150,7 +177,7 @@ class VLLMBackend(Backend):
             self.llm = LLM(**self._engine_args())
             vllm_config = self.llm.llm_engine.vllm_config
         self.cache, self.scheduler = vllm_config.cache_config, vllm_config.scheduler_config
-        self.model_config = vllm_config.model_config
+        self.model_config, self.spec_config = vllm_config.model_config, vllm_config.speculative_config
 
     def _load_async(self):
         """AsyncLLM with the same engine arguments, built on the loop every stream of this backend runs on.
@@ -203,7 +230,36 @@ class VLLMBackend(Backend):
         # max_batch_size is the largest max_concurrency, 0 when uncapped: the engine's own limit then decides.
         if self.shape.max_batch_size > 256:
             args["max_num_seqs"] = self.shape.max_batch_size
+        if o.speculative is not None:
+            args["speculative_config"] = self._speculative_config(o.speculative)
         return {**args, **o.engine_args}
+
+    def _speculative_config(self, spec) -> Dict[str, Any]:
+        """vLLM's `speculative_config` for the entry's `speculative` section. A random-weight draft is a config
+        folder loaded with dummy weights like the target's: vLLM fills every parameter from one seed, so the
+        first layers of the target and a `layers_of_target` draft hold the same values."""
+        config: Dict[str, Any] = {"method": SPEC_METHODS[spec.method], "num_speculative_tokens":
+                                  spec.num_speculative_tokens}
+        if spec.lookup:
+            config.update(prompt_lookup_max=spec.prompt_lookup_max, prompt_lookup_min=spec.prompt_lookup_min)
+        elif spec.method == "eagle":
+            config["model"] = spec.draft.name_or_path
+        else:
+            draft = speculative.draft_model(spec, self.model)
+            random = draft.weights == "random"
+            config["model"] = str(draft.write_config_folder(Path(self._tmp.name) / "draft")) if random else draft.source
+        return config
+
+    @staticmethod
+    def _spec_totals():
+        """vLLM's spec-decode counters so far (the frontend's Prometheus registry, summed over engines)."""
+        from vllm.v1.metrics.reader import get_metrics_snapshot
+
+        totals = dict.fromkeys(SPEC_COUNTERS.values(), 0)
+        for metric in get_metrics_snapshot():
+            if metric.name in SPEC_COUNTERS:
+                totals[SPEC_COUNTERS[metric.name]] += int(metric.value)
+        return SpecCounts(**totals)
 
     def _model_folder(self) -> str:
         if self.model.weights == "pretrained":
@@ -227,10 +283,13 @@ class VLLMBackend(Backend):
 
         prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in batch.prompts]
         params = sampling_params(batch)
+        speculating = self.options.speculative is not None
+        before = self._spec_totals() if speculating else None
         start = time.perf_counter()
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         end = time.perf_counter()
-        return self._timing(start, end, outputs)
+        timing = self._timing(start, end, outputs)
+        return dataclasses.replace(timing, spec=self._spec_totals() - before) if speculating else timing
 
     @staticmethod
     def _timing(start: float, end: float, outputs) -> BatchTiming:
@@ -286,7 +345,14 @@ class VLLMBackend(Backend):
             return Submitted(m.first_token_ts, m.last_token_ts, output_tokens=len(ids),
                              token_gaps_s=clock.gaps_s(), queued_s=queued_s, token_ids=tuple(ids))
 
-        return run_stream(stream, submit, loop=self._loop)
+        if self.options.speculative is None:
+            return run_stream(stream, submit, loop=self._loop)
+        before = self._spec_totals()
+        timing = run_stream(stream, submit, loop=self._loop)
+        # The engine's output handler records a step's stats after handing its outputs over, possibly a turn of
+        # the loop later than the last request saw its last token: let it run before reading the counters.
+        self._loop.run_until_complete(asyncio.sleep(0.05))
+        return dataclasses.replace(timing, spec=self._spec_totals() - before)
 
     def cannot_run(self, batch_size: int, input_length: int, output_length: int) -> Optional[str]:
         """A batch the engine cannot hold at once would be queued or preempted: no longer one static batch."""
@@ -315,6 +381,10 @@ class VLLMBackend(Backend):
                 "block_size": self.cache.block_size, "max_num_seqs": self.scheduler.max_num_seqs,
                 "max_num_batched_tokens": self.scheduler.max_num_batched_tokens,
                 "architecture": self._architecture()}
+        if self.spec_config is not None:  # what vLLM made of the entry's `speculative` section
+            s = self.spec_config
+            info["speculative"] = {"method": s.method, "num_speculative_tokens": s.num_speculative_tokens,
+                                   "draft": getattr(s, "model", None)}
         if self.placement.device == "cpu":
             info["cpu_threads_bind"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")
             info["cpu_reserved_cpus"] = os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "vLLM default")

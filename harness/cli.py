@@ -20,6 +20,7 @@ from harness.console import console, print_plan
 from harness.errors import UserError
 from harness.models import resolve_model
 from harness.session import SweepOptions, check_resumable, run_sweep
+from harness.speculative import check_drafts
 from harness.sweep import plan_sweep
 from harness.writers import ResultsDir
 
@@ -71,6 +72,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return collect(args.collect, args.output_dir or RESULTS_ROOT)
         config = load_config(args.config, args.overrides, backends.REGISTRY, workloads.REGISTRY)
         model = resolve_model(config.model)
+        check_drafts(config.backends, model)
         workload = workloads.build_workload(config, model)
         if args.mcli:
             return launch_remote(config, args.mcli, args.submit)

@@ -163,11 +163,18 @@ def load_config(path: str | Path, overrides: List[str], backends: "Registry", wo
     `workload` section into their typed options; a workload's file paths are resolved against the
     YAML's folder first, then the working directory.
     """
+    from harness.speculative import expand_entries  # it builds on this module
+
     raw = read_yaml_mapping(Path(path))
     for item in overrides:
         _apply_override(raw, item)
     config = to_dataclass(SweepConfig, raw)
-    config.backends = [backends.options(entry, f"backends[{i}]") for i, entry in enumerate(config.backends)]
+    entries = []
+    for key, spec_key, entry in expand_entries(config.backends):
+        options = backends.options(entry, key)
+        options.yaml_keys = {"entry": key, "speculative": spec_key}  # see entry_key
+        entries.append(options)
+    config.backends = entries
     config.workload = workloads.options(config.workload, "workload")
     config.workload.resolve_paths(Path(path).parent)
     validate(config)
@@ -401,15 +408,26 @@ def _validate_sampling(sampling: SamplingConfig) -> None:
 def _validate_backends(entries: List[Any]) -> None:
     if not entries:
         raise UserError("backends: must list at least one backend, e.g. [{name: hf}]")
-    seen: Dict[str, int] = {}
+    seen: Dict[str, str] = {}
     for i, entry in enumerate(entries):
+        key = entry_key(entry, i)
         if entry.entry_label in seen:
             raise UserError(
-                f"backends[{i}].label: {entry.entry_label!r} is already used by backends[{seen[entry.entry_label]}]; "
-                "give each entry a unique label"
+                f"{key}.label: {entry.entry_label!r} is already used by {seen[entry.entry_label]}; give each entry a "
+                "unique label"
             )
-        seen[entry.entry_label] = i
-        entry.validate(f"backends[{i}]")
+        seen[entry.entry_label] = key
+        entry.validate(key)
+        if entry.speculative is not None:
+            from harness.speculative import spec_key
+
+            entry.speculative.validate(spec_key(entry, key))
+
+
+def entry_key(entry: Any, index: int) -> str:
+    """Where a backend entry is in the YAML, for messages. Entries expanded from one `speculative` list share their
+    entry's key; `load_config` notes it on each (`yaml_keys`), an entry built in code is at its index."""
+    return getattr(entry, "yaml_keys", {}).get("entry", f"backends[{index}]")
 
 
 def to_plain(config: SweepConfig) -> Dict[str, Any]:

@@ -31,7 +31,7 @@ def print_plan(plans: List[EntryPlan]) -> None:
         device = f"{plan.placement.device} x{plan.placement.num_devices}"
         for pp in plan.points:
             p = pp.point
-            verdict = "yes" if pp.skip_reason is None else "no: " + (plan.unavailable or "over memory")
+            verdict = "yes" if pp.skip_reason is None else "no: " + ("over memory" if pp.over_memory else pp.skip_reason)
             table.add_row(plan.label, device, _load(p.batch_size, p.request_rate, p.max_concurrency),
                           str(p.input_length), str(p.output_length),
                           f"{pp.estimate.total_bytes / GiB:.2f} GiB", f"{plan.budget_bytes / GiB:.1f} GiB", verdict)
@@ -73,8 +73,12 @@ def point_line(row: Dict[str, object]) -> str:
                 f"tpot p50 {_num(row.get('tpot_ms_p50'), '.2f')} ms  e2e p99 {_num(row['e2e_ms_p99'])} ms  "
                 f"{_num(row['achieved_request_rate'], '.2f')} req/s  goodput {_num(row['goodput'], '.2f')} req/s "
                 f"(SLO met by {_num(float(row['slo_attainment']) * 100, '.0f')}%)")
-    return (f"{head} ok  latency {_num(row['latency_ms_mean'])} ms  ttft {_num(row['ttft_ms_mean'])} ms  "
+    line = (f"{head} ok  latency {_num(row['latency_ms_mean'])} ms  ttft {_num(row['ttft_ms_mean'])} ms  "
             f"tpot {_num(row.get('tpot_ms_mean'), '.2f')} ms  {_num(row['throughput_tokens_per_s'])} tok/s")
+    if row.get("spec_method"):
+        line += (f"  acceptance {_num(row['acceptance_rate'], '.2f')}  speed-up {_num(row['speedup_vs_baseline'], '.2f')}"
+                 "x")
+    return line
 
 
 class SweepProgress:
@@ -105,6 +109,36 @@ def print_summary(rows: List[Dict[str, str]]) -> None:
         _batch_summary(batch)
     if stream:
         _stream_summary(stream)
+    speculative = [r for r in rows if r.get("spec_method") and r.get("rate_search") != "result"]
+    if speculative:
+        _spec_summary(speculative)
+
+
+def _spec_summary(rows: List[Dict[str, str]]) -> None:
+    table = Table(title="Speculative decoding (vs the same engine without it)")
+    columns = ("backend", "method", "k", "load", "input", "output", "status", "acceptance", "accepted length",
+               "TPOT speed-up", "tokens identical")
+    for name in columns:
+        table.add_column(name, justify="left" if name in ("backend", "method", "status") else "right")
+    for r in rows:
+        table.add_row(r["backend"], r["spec_method"], r["spec_tokens"],
+                      _load(r["batch_size"], r["request_rate"], r["max_concurrency"]), r["input_length"],
+                      r["output_length"], r["status"], _num(r["acceptance_rate"], ".2f"),
+                      _num(r["mean_accepted_length"], ".2f"), _num(r["speedup_vs_baseline"], ".2f"),
+                      _num(r["tokens_identical_share"], ".3f"))
+    console.print(table)
+    for r in rows:
+        if not r["spec_baseline"] and r["status"] == "ok":
+            console.print(f"note: {r['backend']} has no baseline entry (the same engine and options without "
+                          "speculative): no speed-up or token check", style="yellow")
+            break
+    for r in rows:
+        if r["tokens_identical_share"] and float(r["tokens_identical_share"]) < 1:
+            console.print(
+                f"warning: {r['backend']} at {_load(r['batch_size'], r['request_rate'], r['max_concurrency'])} "
+                f"in={r['input_length']} out={r['output_length']}: only {float(r['tokens_identical_share']):.1%} of its "
+                f"greedy tokens match {r['spec_baseline']}'s: speculation changed the output (the method, or numerics "
+                "of batched verification)", style="yellow")
 
 
 def _stream_summary(rows: List[Dict[str, str]]) -> None:

@@ -1,9 +1,9 @@
-"""Do engines generate the same tokens? Each point's greedy tokens vs the sweep's first backend entry.
+"""Do engines generate the same tokens? Each point's greedy tokens vs a reference entry's (`TokenCrossCheck`).
 
 Only meaningful where weights are identical: pretrained weights, or random weights built by
-harness/weights.py in both backends. Random weights make near-ties between logits, so this
-is reported as a share, not required to be 1.0. The reference tokens are kept in tokens.jsonl
-so a resumed sweep still compares against them.
+harness/weights.py in both backends, or one engine with and without speculation. Random weights make
+near-ties between logits, so this is reported as a share, not required to be 1.0. The reference tokens
+are kept in tokens.jsonl so a resumed sweep still compares against them.
 """
 
 from __future__ import annotations
@@ -29,12 +29,29 @@ def identical_share(a: Tokens, b: Tokens) -> Optional[float]:
 
 
 class TokenCrossCheck:
-    def __init__(self, plans: Sequence[EntryPlan], model_weights: str, path: Path, greedy: bool):
-        self.reference = plans[0].label
+    """Each entry is compared with one reference entry at each point.
+
+    A speculative entry's reference is its baseline (harness/speculative.py: the same engine and options without
+    speculation), which holds the same weights by construction: greedy speculative decoding promises unchanged
+    tokens, and this checks it. Any other entry's reference is the sweep's first entry without speculation,
+    where both hold the same weights (pretrained, or random weights from harness/weights.py). References run
+    first (`plan_sweep` orders the entries so).
+    """
+
+    def __init__(self, plans: Sequence[EntryPlan], model_weights: str, path: Path, greedy: bool,
+                 baselines: Dict[str, Optional[str]]):
+        plain = [p for p in plans if p.options.speculative is None]
+        self.reference = (plain or list(plans))[0].label
         # Sampled tokens differ between engines by design (each has its own generator): nothing to compare.
         self.greedy = greedy
-        self.comparable = {p.label for p in plans
-                           if greedy and (model_weights == "pretrained" or p.backend_cls.harness_random_weights)}
+        same_weights = {p.label for p in plans if model_weights == "pretrained" or p.backend_cls.harness_random_weights}
+        self.references: Dict[str, str] = {}
+        for p in plans if greedy else ():
+            if p.options.speculative is not None:
+                if baselines.get(p.label):
+                    self.references[p.label] = baselines[p.label]
+            elif p.label != self.reference and {p.label, self.reference} <= same_weights:
+                self.references[p.label] = self.reference
         self.path = path
         self.tokens: Dict[Tuple, Tokens] = self._load()
 
@@ -42,20 +59,20 @@ class TokenCrossCheck:
         """Why `tokens_identical_share` is filled or left empty, for the manifest."""
         if not self.greedy:
             return "off: sampling.temperature > 0, so engines draw different tokens by design"
-        others = sorted(self.comparable - {self.reference})
-        if self.reference not in self.comparable or not others:
+        if not self.references:
             return f"off: no other entry holds the same weights as {self.reference}"
-        return f"tokens of {', '.join(others)} compared with {self.reference}'s (same weights, greedy)"
+        pairs = sorted(self.references.items())
+        return "tokens compared (same weights, greedy): " + ", ".join(f"{a} with {b}" for a, b in pairs)
 
     def annotate(self, result: PointResult) -> None:
-        """Record the reference's tokens, or fill `tokens_identical_share` for any other comparable entry."""
-        if result.token_ids is None or result.context.backend not in self.comparable:
+        """Record a reference's tokens, and fill `tokens_identical_share` of an entry that has a reference."""
+        label = result.context.backend
+        if result.token_ids is None or not self.greedy:
             return
-        key = point_key(result.context.backend, result.point)
-        if result.context.backend == self.reference:
-            self._save(key, result.token_ids)
-        elif self.reference in self.comparable:
-            reference = self.tokens.get(point_key(self.reference, result.point))
+        if label == self.reference or label in self.references.values():  # kept for entries added on --resume too
+            self._save(point_key(label, result.point), result.token_ids)
+        if label in self.references:
+            reference = self.tokens.get(point_key(self.references[label], result.point))
             if reference is not None:
                 result.tokens_identical_share = identical_share(reference, result.token_ids)
 

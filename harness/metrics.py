@@ -15,6 +15,7 @@ import numpy as np
 
 from harness.records import SLO, BatchSample
 from harness.stream import RequestTiming, StreamTiming
+from harness.timing import SpecCounts
 
 STATS = ("mean", "p50", "p90", "p99", "std")
 REQUEST_STATS = ("mean", "p50", "p90", "p99")
@@ -40,7 +41,27 @@ def summarize(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
     out.update(token_counts(samples))
     out.update(rates(samples))
     out.update(request_metrics(samples))
+    out.update(spec_figures([s.spec for s in samples if s.spec is not None]))
     return out
+
+
+SPEC_FIGURES = ("draft_steps", "draft_tokens_proposed", "draft_tokens_accepted", "acceptance_rate",
+                "mean_accepted_length")
+
+
+def spec_figures(counts: Sequence[SpecCounts]) -> Dict[str, Optional[float]]:
+    """Speculative decoding over the timed batches or requests: totals, then acceptance = accepted / proposed and
+    the mean accepted length = tokens a verifying pass emits (its accepted tokens + the target's own) =
+    1 + accepted / draft steps. Nothing for an entry that does not speculate."""
+    if not counts:
+        return {}
+    total = sum(counts, SpecCounts())
+    return {
+        "draft_steps": total.draft_steps, "draft_tokens_proposed": total.proposed,
+        "draft_tokens_accepted": total.accepted,
+        "acceptance_rate": total.accepted / total.proposed if total.proposed else None,
+        "mean_accepted_length": 1 + total.accepted / total.draft_steps if total.draft_steps else None,
+    }
 
 
 def token_counts(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
@@ -137,6 +158,7 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     queues = [f.queue_ms for f in figures if f.queue_ms is not None]
     out["queue_ms_mean"] = float(np.mean(queues)) if queues else None
     out.update(token_counts_of([r.input_tokens for r in requests], [r.output_tokens for r in requests]))
+    out.update(spec_figures([timing.spec] if timing.spec is not None else []))
     return out
 
 

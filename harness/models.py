@@ -150,6 +150,16 @@ def _with_overrides(preset_config, source: str, overrides: dict):
         raise UserError(f"model.overrides: {type(preset_config).__name__} rejects them ({_first_line(e)})") from None
 
 
+def with_fewer_layers(hf_config, layers: int):
+    """The same architecture cut to its first `layers` layers, rebuilt (see `_with_overrides`); a per-layer list
+    (layer_types) is cut with it."""
+    fields = hf_config.to_dict()
+    fields["num_hidden_layers"] = layers
+    if isinstance(fields.get("layer_types"), list):
+        fields["layer_types"] = fields["layer_types"][:layers]
+    return type(hf_config).from_dict(fields)
+
+
 def _merge(base: dict, overrides: dict) -> dict:
     """`overrides` over `base`; a nested mapping (a sub-config such as text_config) is merged key by key."""
     merged = dict(base)

@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Tuple
 
 from harness.stream import StreamTiming
 from harness.sweep import SweepPoint
+from harness.timing import SpecCounts
 
 STATUSES = ("ok", "oom", "skipped", "error")
 
@@ -39,6 +40,7 @@ class BatchSample:
     output_tokens: Tuple[int, ...]
     request_ttfts_ms: Optional[Tuple[float, ...]] = None
     request_latencies_ms: Optional[Tuple[float, ...]] = None
+    spec: Optional[SpecCounts] = None  # an entry that speculates
 
     @property
     def min_output_tokens(self) -> int:
@@ -76,11 +78,15 @@ class PointResult:
     estimated_memory_bytes: Optional[int] = None
     engine_stats: Dict[str, object] = field(default_factory=dict)  # the engine's own figures, e.g. KV capacity
     token_ids: Optional[Tuple[Tuple[int, ...], ...]] = field(default=None, repr=False)  # first timed batch
-    tokens_identical_share: Optional[float] = None  # vs the sweep's first backend entry, same point
+    tokens_identical_share: Optional[float] = None  # vs the reference entry (crosscheck.py), same point
     # request_rates: auto: "probe" for each rate the search measured, "result" for the search's own row
     rate_search: str = ""
     max_rate_within_slo: Optional[float] = None  # the result row: highest sustained rate probed (None: none met)
     search_probes: str = ""  # the result row: every probe and whether it met the SLO
+    spec_method: str = ""  # the entry's speculative.method, "" without speculation
+    spec_tokens: Optional[int] = None  # its num_speculative_tokens
+    spec_baseline: str = ""  # the entry without speculation it is compared with (speedup, tokens)
+    speedup_vs_baseline: Optional[float] = None  # the baseline's TPOT at this point / this entry's
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status
@@ -89,7 +95,6 @@ class PointResult:
     def key(self) -> PointKey:
         """Identity of the row in results.csv, used by `--resume`."""
         return point_key(self.context.backend, self.point)
-
 
     @property
     def measured(self) -> bool:

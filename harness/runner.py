@@ -179,12 +179,14 @@ class EntryRunner:
     def _result(self, pp: PlannedPoint, status: str, error: str = "", samples=(), stream=None) -> PointResult:
         warmup = self.config.stream.num_warmup_requests if stream else self.config.num_warmup_batches
         slo = self.config.stream.slo
+        spec = self.plan.options.speculative
         return PointResult(
             self.context, pp.point, status, error, list(samples), stream,
             slo=SLO(slo.ttft_ms, slo.tpot_ms, slo.percentile) if pp.point.scenario == "stream" else None,
             num_warmup_batches=warmup if (samples or stream) else 0,
             load_time_s=self.load_time_s,
             estimated_memory_bytes=pp.estimate.total_bytes,
+            spec_method=spec.method if spec else "", spec_tokens=spec.num_speculative_tokens if spec else None,
         )
 
 
@@ -220,7 +222,7 @@ def check_stream_output(timing: StreamTiming, stream: StreamSpec) -> None:
 
 def to_sample(index: int, timing: BatchTiming, batch: BatchSpec) -> BatchSample:
     return BatchSample(index, timing.latency_ms, timing.ttft_ms, timing.tpot_ms, batch.input_tokens,
-                       timing.output_tokens, timing.request_ttfts_ms(), timing.request_latencies_ms())
+                       timing.output_tokens, timing.request_ttfts_ms(), timing.request_latencies_ms(), timing.spec)
 
 
 def is_oom(e: BaseException) -> bool:

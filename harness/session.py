@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Callable, List, Optional
 
+from harness import speculative
 from harness.config import SweepConfig, to_plain
 from harness.console import SweepProgress, console, print_summary, warn_unavailable
 from harness.crosscheck import TokenCrossCheck
@@ -73,9 +74,14 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
     manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(model),
                               [_entry_info(p) for p in plans])
     workload = plans[0].workload  # one for the whole sweep
-    crosscheck = TokenCrossCheck(plans, model.weights, out.path / "tokens.jsonl", workload.sampling.greedy)
+    baselines = speculative.baselines([p.options for p in plans])
+    crosscheck = TokenCrossCheck(plans, model.weights, out.path / "tokens.jsonl", workload.sampling.greedy, baselines)
+    comparison = speculative.BaselineComparison(baselines, read_rows(out.results_csv))
     manifest["workload"] = workload.manifest()
     manifest["token_crosscheck"] = crosscheck.describe()
+    if baselines:
+        manifest["speculative_baselines"] = {k: v or "none: no entry of the same engine and options without "
+                                             "speculative" for k, v in baselines.items()}
     if previous:
         manifest["previous_runs"] = previous.pop("previous_runs", []) + [previous]
     out.write_manifest(manifest)
@@ -86,6 +92,7 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
     with SweepProgress(todo) as progress:
         def emit(result: PointResult) -> None:
             crosscheck.annotate(result)
+            comparison.annotate(result, result_row(result).get("tpot_ms_mean"))
             out.write_point(result)
             statuses.append(result.status)
             progress.point_done(result_row(result))

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, List, Optional, Sequence, Tuple
 
-from harness.timing import BatchSpec
+from harness.timing import BatchSpec, SpecCounts
 
 # The loop sleeps until this close to a request's scheduled time, then yields until it is due: asyncio's
 # timers wake up to a millisecond late, which at 1,000 requests/s would be the whole gap between two.
@@ -77,11 +77,13 @@ class RequestTiming:
 
 @dataclass(frozen=True)
 class StreamTiming:
-    """A whole stream: `start_s` is its time zero (request i is due at start_s + arrivals_s[i])."""
+    """A whole stream: `start_s` is its time zero (request i is due at start_s + arrivals_s[i]); `spec`: the
+    speculative-decoding counters of its requests, from an entry that speculates."""
 
     start_s: float
     end_s: float
     requests: Tuple[RequestTiming, ...]
+    spec: Optional[SpecCounts] = None
 
 
 class TokenClock:

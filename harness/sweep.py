@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional
 
-from harness.config import SweepConfig
+from harness.config import SweepConfig, entry_key
 from harness.memory import GiB, MemoryEstimate, available_bytes, usable_cpus
 from harness.models import ModelSpec
 from harness.registry import Registry
@@ -90,6 +90,7 @@ class PlannedPoint:
     point: SweepPoint
     estimate: MemoryEstimate
     skip_reason: Optional[str] = None
+    over_memory: bool = False  # skipped because the estimate exceeds the budget
 
 
 @dataclass
@@ -135,19 +136,22 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, worklo
     """`backends` is backends.REGISTRY and `workload` the sweep's built workload, handed down by the CLI."""
     plans = []
     for i, options in enumerate(config.backends):
-        cls = backends.get(options.name, f"backends[{i}].name")
+        cls = backends.get(options.name, f"{entry_key(options, i)}.name")
         placement = cls.resolve_placement(options)
-        missing = cls.unsupported(options, config.scenario) or _missing_devices(placement)
+        missing = cls.unsupported(options, config.scenario, model) or _missing_devices(placement)
         free = 0 if missing else available_bytes(placement.device, placement.num_devices)
         budget = int(free * config.memory_fraction)
         points = []
         for p in sweep_points(config, workload):
             estimate = cls.estimate_memory(options, model, estimate_batch(cls, options, p), workload.longest_input(p),
                                            p.output_length)
-            reason = missing or _memory_skip(estimate, budget, placement.device, config)
-            points.append(PlannedPoint(p, estimate, reason))
+            reason = missing or cls.point_unsupported(options, p)
+            over_memory = None if reason else _memory_skip(estimate, budget, placement.device, config)
+            points.append(PlannedPoint(p, estimate, reason or over_memory, over_memory is not None))
         plans.append(EntryPlan(options, cls, placement, budget, points, workload, missing))
-    return plans
+    # Entries without speculation first: they are the baselines speculative entries are compared with as their
+    # points finish (speed-up, tokens).
+    return sorted(plans, key=lambda plan: plan.options.speculative is not None)
 
 
 def estimate_batch(cls, options, point: SweepPoint) -> int:

@@ -66,6 +66,25 @@ class BatchSpec:
 
 
 @dataclass(frozen=True)
+class SpecCounts:
+    """Speculative decoding's counters over some sequences, from the engine (docs/measurement.md, "Speculative
+    decoding"). `draft_steps`: a sequence's target forward passes that verified at least one proposed token;
+    `proposed`: draft tokens proposed; `accepted`: of those, the ones the target accepted."""
+
+    draft_steps: int = 0
+    proposed: int = 0
+    accepted: int = 0
+
+    def __add__(self, other: "SpecCounts") -> "SpecCounts":
+        return SpecCounts(self.draft_steps + other.draft_steps, self.proposed + other.proposed,
+                          self.accepted + other.accepted)
+
+    def __sub__(self, other: "SpecCounts") -> "SpecCounts":
+        return SpecCounts(self.draft_steps - other.draft_steps, self.proposed - other.proposed,
+                          self.accepted - other.accepted)
+
+
+@dataclass(frozen=True)
 class BatchTiming:
     """Host-clock stamps of one batch, plus what it produced.
 
@@ -74,6 +93,7 @@ class BatchTiming:
     `output_tokens`: tokens each sequence actually produced, checked against the request.
     `request_first_token_s`, `request_last_token_s`: per-sequence stamps, where the engine gives them.
     `token_ids`: the generated ids per sequence, for cross-checking engines (not timed, not written per batch).
+    `spec`: the speculative-decoding counters of the batch, from an entry that speculates.
     """
 
     start_s: float
@@ -84,6 +104,7 @@ class BatchTiming:
     request_first_token_s: Optional[Tuple[float, ...]] = None
     request_last_token_s: Optional[Tuple[float, ...]] = None
     token_ids: Optional[Tuple[Tuple[int, ...], ...]] = field(default=None, repr=False)
+    spec: Optional[SpecCounts] = None
 
     @property
     def latency_ms(self) -> float:

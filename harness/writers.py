@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Set
 
 from harness.errors import UserError
-from harness.metrics import (REQUEST_METRICS, REQUEST_STATS, STATS, request_figures, summarize,
+from harness.metrics import (REQUEST_METRICS, REQUEST_STATS, SPEC_FIGURES, STATS, request_figures, summarize,
                              summarize_stream)
 from harness.records import PointKey, PointResult, point_key
 from harness.sweep import SweepPoint
@@ -37,7 +37,11 @@ STREAM_COLUMNS = (
     # request_rates: auto: each probe is a stream row marked "probe"; the search's own row "result" holds its answer
     + ["rate_search", "max_rate_within_slo", "search_probes"]
 )
-# Share of greedy tokens identical to the first backend entry's at the same point (same weights only).
+# Entries with a `speculative` section (docs/measurement.md, "Speculative decoding"): the method, the engine's
+# counters, and the comparison with spec_baseline, the same engine without speculation.
+SPEC_COLUMNS = ["spec_method", "spec_tokens", *SPEC_FIGURES, "spec_baseline", "speedup_vs_baseline"]
+# Share of greedy tokens identical to the reference's at the same point: a speculative entry's spec_baseline, any
+# other entry the sweep's first entry without speculation (same weights only; harness/crosscheck.py).
 CROSSCHECK_COLUMNS = ["tokens_identical_share"]
 RESULT_COLUMNS = (
     CONTEXT_COLUMNS + POINT_COLUMNS + ["num_batches", "num_warmup_batches", "status", "error"]
@@ -45,10 +49,11 @@ RESULT_COLUMNS = (
     + ["throughput_tokens_per_s", "prefill_tokens_per_s", "latency_per_output_token_ms"] + TOKEN_COLUMNS
     + [f"{m}_{s}" for m in REQUEST_METRICS for s in REQUEST_STATS]
     + ["peak_memory_bytes", "estimated_memory_bytes", "load_time_s"]
-    + STREAM_COLUMNS + ENGINE_COLUMNS + CROSSCHECK_COLUMNS
+    + STREAM_COLUMNS + ENGINE_COLUMNS + SPEC_COLUMNS + CROSSCHECK_COLUMNS
 )
 SAMPLE_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + ["batch_index", "latency_ms", "ttft_ms", "tpot_ms",
-                                                    "input_tokens", "output_tokens", "min_output_tokens"]
+                                                    "input_tokens", "output_tokens", "min_output_tokens",
+                                                    "draft_steps", "draft_tokens_proposed", "draft_tokens_accepted"]
 # Times are seconds from the stream's start; latencies start at the request's scheduled arrival.
 REQUEST_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + [
     "request_index", "scheduled_s", "dispatched_s", "sent_s", "first_token_s", "last_token_s", "input_tokens",
@@ -61,7 +66,9 @@ def result_row(result: PointResult) -> Dict[str, object]:
     row = _keys(result)
     row.update(status=result.status, error=result.error, peak_memory_bytes=result.peak_memory_bytes,
                estimated_memory_bytes=result.estimated_memory_bytes, load_time_s=result.load_time_s,
-               tokens_identical_share=result.tokens_identical_share)
+               tokens_identical_share=result.tokens_identical_share, spec_method=result.spec_method,
+               spec_tokens=result.spec_tokens, spec_baseline=result.spec_baseline,
+               speedup_vs_baseline=result.speedup_vs_baseline)
     if result.point.scenario == "batch":
         row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches)
     else:
@@ -99,7 +106,9 @@ def sample_rows(result: PointResult) -> List[Dict[str, object]]:
     return [
         {**_keys(result), "batch_index": s.batch_index, "latency_ms": s.latency_ms, "ttft_ms": s.ttft_ms,
          "tpot_ms": s.tpot_ms, "input_tokens": sum(s.input_tokens), "output_tokens": sum(s.output_tokens),
-         "min_output_tokens": s.min_output_tokens}
+         "min_output_tokens": s.min_output_tokens,
+         **({"draft_steps": s.spec.draft_steps, "draft_tokens_proposed": s.spec.proposed,
+             "draft_tokens_accepted": s.spec.accepted} if s.spec is not None else {})}
         for s in result.samples
     ]
 
@@ -165,21 +174,22 @@ class ResultsDir:
         """The probes of a rate search that never wrote its result row are dropped: a resumed sweep runs the
         search again from its start, and its probes would otherwise appear twice. Returns the kept keys."""
         rows = read_rows(self.results_csv)
-        searches = {_row_key(r) for r in rows if r.get("rate_search") == "result"}
+        searches = {row_key(r) for r in rows if r.get("rate_search") == "result"}
         kept = [r for r in rows if r.get("rate_search") != "probe" or _search_key(r) in searches]
         if len(kept) != len(rows):
             _rewrite(self.results_csv, RESULT_COLUMNS, kept)
-        return {_row_key(r) for r in kept}
+        return {row_key(r) for r in kept}
 
     def _drop_orphan_samples(self, done: Set[PointKey]) -> None:
         for path, columns in self._files()[1:]:
             rows = read_rows(path)
-            kept = [r for r in rows if _row_key(r) in done]
+            kept = [r for r in rows if row_key(r) in done]
             if len(kept) != len(rows):
                 _rewrite(path, columns, kept)
 
 
-def _row_key(row: Dict[str, str]) -> PointKey:
+def row_key(row: Dict[str, str]) -> PointKey:
+    """The point key of a results.csv row (`PointResult.key`)."""
     def number(text: str, kind):
         return kind(text) if text != "" else None
 
@@ -189,7 +199,7 @@ def _row_key(row: Dict[str, str]) -> PointKey:
 
 
 def _search_key(probe_row: Dict[str, str]) -> PointKey:
-    return _row_key({**probe_row, "request_rate": ""})
+    return row_key({**probe_row, "request_rate": ""})
 
 
 def _header(path: Path):

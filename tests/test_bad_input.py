@@ -18,7 +18,7 @@ CASES = {
     "unknown model key": ([TINY, "model.size=7b"],
                           "model.size: unknown key (allowed: preset, name_or_path, weights, dtype, overrides, tokenizer)"),
     "unknown backend option": ([TINY, "backends.0.colour=red"], "backends[0].colour: unknown key (allowed: name, "
-                               "label, device, attn_implementation, cache_implementation, compile, batching, max_batch_size, "
+                               "label, speculative, device, attn_implementation, cache_implementation, compile, batching, max_batch_size, "
                                "max_wait_ms)"),
     "wrong type in list": ([TINY, "batch_sizes=[1,x]"], "batch_sizes[1]: expected an integer, got 'x'"),
     "wrong type scalar": ([TINY, "num_batches=two"], "num_batches: expected an integer, got 'two'"),
@@ -62,6 +62,33 @@ CASES = {
                 "stream.slo.percentile: must be in (0, 100], got 120.0"),
     "compile without static cache": ([TINY, "backends.0.compile=true"],
                                      "backends[0].compile: true needs backends[0].cache_implementation: static"),
+    "unknown speculative method": (
+        [TINY, "backends.0.speculative={method: medusa, num_speculative_tokens: 4}"],
+        "backends[0].speculative.method: 'medusa' is not one of ngram, prompt_lookup, draft, eagle"),
+    "no speculative tokens": (
+        [TINY, "backends.0.speculative={method: ngram, num_speculative_tokens: 0}"],
+        "backends[0].speculative.num_speculative_tokens: must be at least 1, got 0"),
+    "speculative tokens missing": (
+        [TINY, "backends.0.speculative={method: ngram}"],
+        "backends[0].speculative.num_speculative_tokens: required, not set"),
+    "bad item of a speculative list": (
+        [TINY, "backends.1.speculative=[null, {method: ngram, num_speculative_tokens: -1}]"],
+        "backends[1].speculative[1].num_speculative_tokens: must be at least 1, got -1"),
+    "draft of another vocabulary": (
+        [TINY, "backends.0.speculative={method: draft, num_speculative_tokens: 4, draft: {preset: llama-3-8b}}"],
+        "backends[0].speculative.draft: its vocabulary has 128256 tokens, the target's 32000; a draft must share the "
+        "target's tokenizer"),
+    "draft as deep as the target": (
+        [TINY, "backends.0.speculative={method: draft, num_speculative_tokens: 4, draft: {layers_of_target: 2}}"],
+        "backends[0].speculative.draft.layers_of_target: must be fewer than the target's 2 layers, got 2"),
+    "draft with two sources": (
+        [TINY, "backends.0.speculative={method: draft, num_speculative_tokens: 4, draft: {preset: tiny-llama, "
+               "layers_of_target: 1}}"],
+        "backends[0].speculative.draft: method draft needs exactly one of draft.preset, draft.name_or_path, "
+        "draft.layers_of_target, got preset, layers_of_target"),
+    "speculative engine args twice": (
+        [TINY, "backends.1.engine_args={speculative_config: {method: ngram}}"],
+        "backends[1].engine_args.speculative_config: duplicates backends[1].speculative; set it there"),
 }
 
 

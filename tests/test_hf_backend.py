@@ -11,14 +11,28 @@ from workloads.random_ids import allowed_token_ids, make_prompts
 
 
 def test_step_clock_skips_the_prompt_and_stamps_each_step():
+    import torch
+
     synced = []
     clock = StepClock(lambda: synced.append(1))
-    clock.put("prompt")
+    clock.put(torch.zeros(4, 16, dtype=torch.long))  # the prompts
     for _ in range(5):
-        clock.put("tokens")
+        clock.put(torch.zeros(4, dtype=torch.long))  # a step: one token for each of 4 sequences
     clock.end()
     assert len(clock.stamps) == 5 and len(synced) == 5
     assert clock.stamps == sorted(clock.stamps)
+
+
+def test_step_clock_gives_every_token_of_a_verifying_pass_its_stamp():
+    """Assisted generation hands over a pass's accepted tokens plus its own as one (1, n) tensor."""
+    import torch
+
+    clock = StepClock(lambda: None)
+    clock.put(torch.zeros(1, 16, dtype=torch.long))
+    for n in (3, 1, 5):
+        clock.put(torch.zeros(1, n, dtype=torch.long))
+    assert len(clock.stamps) == 9  # stamps[k]: token k + 1
+    assert len(set(clock.stamps[:3])) == 1 and len(set(clock.stamps[4:])) == 1
 
 
 def test_tokens_produced_counts_up_to_first_eos():

@@ -227,12 +227,12 @@ def test_options_scenarios_and_limits():
     assert HFBackend.scenarios == ("batch", "stream")
     assert AccelerateBackend.scenarios == ("batch",) and DeepSpeedBackend.scenarios == ("batch",)
     cont = HFOptions(name="hf", batching="continuous", max_batch_size=16)
-    assert "scenario: stream" in HFBackend.unsupported(cont, "batch")
-    assert HFBackend.unsupported(cont, "stream") is None
-    assert HFBackend.unsupported(HFOptions(name="hf"), "batch") is None
+    assert "scenario: stream" in HFBackend.unsupported(cont, "batch", None)
+    assert HFBackend.unsupported(cont, "stream", None) is None
+    assert HFBackend.unsupported(HFOptions(name="hf"), "batch", None) is None
     assert HFBackend.stream_batch_limit(cont) == 16
-    assert AccelerateBackend.unsupported(AccelerateOptions(name="accelerate"), "stream") is not None
-    assert DeepSpeedBackend.unsupported(DeepSpeedOptions(name="deepspeed"), "stream") is not None
+    assert AccelerateBackend.unsupported(AccelerateOptions(name="accelerate"), "stream", None) is not None
+    assert DeepSpeedBackend.unsupported(DeepSpeedOptions(name="deepspeed"), "stream", None) is not None
     assert AccelerateBackend.stream_batch_limit(AccelerateOptions(name="accelerate")) is None
 
 

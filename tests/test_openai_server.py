@@ -84,8 +84,8 @@ def max_in_flight(requests) -> int:
 
 def test_registered_and_options_checked():
     assert REGISTRY.get("openai", "backends[0].name") is OpenAIBackend
-    assert OpenAIBackend.unsupported(OpenAIOptions(name="openai"), "batch")
-    assert OpenAIBackend.unsupported(OpenAIOptions(name="openai"), "stream") is None
+    assert OpenAIBackend.unsupported(OpenAIOptions(name="openai"), "batch", None)
+    assert OpenAIBackend.unsupported(OpenAIOptions(name="openai"), "stream", None) is None
     bad = [({}, "base_url"), ({"base_url": "http://x", "command": "y {port}"}, "base_url"),
            ({"base_url": "127.0.0.1:8000"}, "base_url"), ({"command": "{python} -m server"}, "command"),
            ({"base_url": "http://x", "extra_body": {"prompt": "hi"}}, "extra_body.prompt"),

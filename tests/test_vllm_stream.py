@@ -133,7 +133,7 @@ def test_max_concurrency_caps_requests_in_flight(backend):
 
 
 def test_engine_facts_in_stream_mode(backend):
-    assert VLLMBackend.unsupported(backend.options, "stream") is None
+    assert VLLMBackend.unsupported(backend.options, "stream", None) is None
     info = backend.runtime_info()
     # the same scheduler limits vllm.LLM gets on CPU (LLM_CLASS usage context), not AsyncLLM's 128 / 2048
     assert info["max_num_seqs"] == 256 and info["max_num_batched_tokens"] == 4096
