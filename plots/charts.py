@@ -194,13 +194,13 @@ def tpot_vs_batch_size(ctx: ChartContext) -> List[Chart]:
         return []
     grid = GridChart("tpot_ms_mean", "TPOT, mean (ms per token)",
                      "decode time per output token (TPOT) vs batch size", "tpot_vs_batch_size")
-    return [_series_grid(ctx, rows, grid, caption_mask=ctx.table["output_length"] > 1)]
+    return [series_grid(ctx, rows, grid, caption_mask=ctx.table["output_length"] > 1)]
 
 
 def throughput_vs_batch_size(ctx: ChartContext) -> List[Chart]:
     grid = GridChart("throughput_tokens_per_s", "output throughput (tokens/s)", "output throughput vs batch size",
                      "throughput_vs_batch_size")
-    return [_series_grid(ctx, ctx.ok, grid, caption_mask=ctx.table["status"].notna())]
+    return [series_grid(ctx, ctx.ok, grid, caption_mask=ctx.table["status"].notna())]
 
 
 @dataclass(frozen=True)
@@ -209,16 +209,22 @@ class GridChart:
     y_label: str
     what: str
     stem: str
+    reference_y: Optional[float] = None  # a dashed level drawn in every panel (a speed-up of 1: break-even)
+    reference_label: str = ""
 
 
-def _series_grid(ctx: ChartContext, rows: pd.DataFrame, grid: GridChart, caption_mask: pd.Series) -> Chart:
-    """A panel per (input, output) length pair, inputs down and outputs across, a line per series."""
+def series_grid(ctx: ChartContext, rows: pd.DataFrame, grid: GridChart, caption_mask: pd.Series,
+                note: str = "") -> Chart:
+    """A panel per (input, output) length pair, inputs down and outputs across, a line per series; `note` opens the
+    caption."""
     inputs = sorted(int(i) for i in rows["input_length"].unique())
     outputs = sorted(int(o) for o in rows["output_length"].unique())
     fig, axes = style.new_grid(len(inputs), len(outputs))
     for (r, input_length), (c, output_length) in ((a, b) for a in enumerate(inputs) for b in enumerate(outputs)):
         panel = rows[(rows["input_length"] == input_length) & (rows["output_length"] == output_length)]
         _grid_panel(axes[r, c], panel, grid.y_column, ctx.palette, f"input {input_length} / output {output_length}")
+        if grid.reference_y is not None and not panel.empty:
+            axes[r, c].axhline(grid.reference_y, color="0.45", linestyle="--", linewidth=1, zorder=1)
     for ax in axes[-1, :]:
         ax.set_xlabel("batch size")
     for ax in axes[:, 0]:
@@ -228,8 +234,8 @@ def _series_grid(ctx: ChartContext, rows: pd.DataFrame, grid: GridChart, caption
     # Left-aligned like the single charts' titles; free to run on over the legend column.
     fig.suptitle(title, x=axes[0, 0].get_position().x0, y=1.0 - 0.35 / fig.get_figheight(), ha="left",
                  fontweight="bold")
-    _grid_legend(fig, axes, ctx.palette, data.series_order(rows))
-    caption = ctx.dropped_caption(caption_mask, with_lengths=True)
+    _grid_legend(fig, axes, ctx.palette, data.series_order(rows), grid.reference_label)
+    caption = " ".join(part for part in (note, ctx.dropped_caption(caption_mask, with_lengths=True)) if part)
     return _finish(ctx, fig, grid.stem, grid.what[0].upper() + grid.what[1:], title, caption)
 
 
@@ -247,10 +253,15 @@ def _grid_panel(ax: Axes, panel: pd.DataFrame, y_column: str, palette: style.Pal
     ax.margins(x=0.06, y=0.1)
 
 
-def _grid_legend(fig: Figure, axes: np.ndarray, palette: style.Palette, series: Sequence[str]) -> None:
+def _grid_legend(fig: Figure, axes: np.ndarray, palette: style.Palette, series: Sequence[str],
+                 reference_label: str = "") -> None:
     handles = [Line2D([], [], color=palette.series_colors[s], marker=palette.series_markers[s]) for s in series]
+    labels = list(series)
+    if reference_label:
+        handles.append(Line2D([], [], color="0.45", linestyle="--", linewidth=1))
+        labels.append(reference_label)
     top_right = axes[0, -1].get_position()
-    fig.legend(handles, series, title="series", loc="upper left", frameon=False,
+    fig.legend(handles, labels, title="series", loc="upper left", frameon=False,
                bbox_to_anchor=(top_right.x1 + 0.015, top_right.y1))
 
 

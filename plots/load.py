@@ -23,7 +23,9 @@ STREAM_POINT_COLUMNS = ("request_rate", "max_concurrency")
 BATCH, STREAM = "batch", "stream"
 # Numbers whose names `_is_metric` does not recognise by their ending.
 NUMBER_COLUMNS = ("request_rate", "achieved_request_rate", "throughput_tokens_per_s", "prefill_tokens_per_s",
-                  "slo_percentile", "slo_attainment", "goodput", "num_requests", "max_concurrency_reached")
+                  "slo_percentile", "slo_attainment", "goodput", "num_requests", "max_concurrency_reached",
+                  "spec_tokens", "draft_steps", "draft_tokens_proposed", "draft_tokens_accepted", "acceptance_rate",
+                  "mean_accepted_length", "speedup_vs_baseline", "tokens_identical_share")
 INTEGER_COLUMNS = POINT_COLUMNS + ("max_concurrency",)
 # What a requests.csv row shares with its results.csv row (hardware and model may be filled in from the
 # manifest in results only, so they are left out).

@@ -7,11 +7,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from plots import data, load, stream_charts, style
+from plots import data, load, spec_charts, stream_charts, style
 from plots.charts import Chart, ChartContext, render_all
 from plots.data import fmt
 from plots.errors import PlotError
 from plots.load import BATCH, STREAM
+from plots.spec_report import spec_lines
 from plots.stream_report import stream_lines
 
 FORMATS = ("png", "svg", "pdf")
@@ -40,7 +41,7 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         ctx = ChartContext(table, palette, out_dir, formats, load.load_requests(sources))
-        charts = render_all(ctx) + stream_charts.render_all(ctx)
+        charts = render_all(ctx) + spec_charts.render_all(ctx) + stream_charts.render_all(ctx)
         path = out_dir / REPORT_NAME
         path.write_text(render_markdown(table, charts, sources, where, out_dir))
     except OSError as e:
@@ -68,6 +69,7 @@ def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[
     if not batch.empty:
         lines += ["## Summary", "", *summary_table(batch), ""]
     lines += stream_lines(data.of_scenario(table, STREAM))
+    lines += spec_lines(table)
     lines += dropped_lines(table)
     lines += chart_lines(charts, out_dir)
     return "\n".join(lines).rstrip() + "\n"
