@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts demo-stream test overhead overhead-stream agree-vllm agree-serve clean
+.PHONY: setup demo demo-prompts demo-stream demo-speculative test overhead overhead-stream agree-vllm agree-serve clean
 
 setup: $(READY)
 
@@ -21,6 +21,10 @@ demo-prompts: setup
 # Request streams: HF static and continuous batching, vLLM in process and behind its OpenAI-compatible server.
 demo-stream: setup
 	$(PY) benchmark.py yamls/cpu-stream.yaml
+
+# Speculative decoding: hf and vllm, each method against the same engine without it.
+demo-speculative: setup
+	$(PY) benchmark.py yamls/cpu-speculative.yaml
 
 test: setup
 	$(PY) -m pytest

@@ -15,8 +15,8 @@ YAMLS = sorted((Path(__file__).resolve().parent.parent / "yamls").glob("*.yaml")
 
 
 def test_there_are_yamls():
-    assert {"cpu-tiny.yaml", "cpu-prompts.yaml", "cpu-stream.yaml", "7b.yaml", "7b-chat.yaml", "13b.yaml", "70b.yaml"} <= {
-        p.name for p in YAMLS}
+    assert {"cpu-tiny.yaml", "cpu-prompts.yaml", "cpu-stream.yaml", "cpu-speculative.yaml", "7b.yaml", "7b-chat.yaml",
+            "7b-speculative.yaml", "13b.yaml", "70b.yaml"} <= {p.name for p in YAMLS}
 
 
 def needs_the_hub(config) -> bool:
