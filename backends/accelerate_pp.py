@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
 from backends.base import Placement, resolve_device
+from harness.hardware import cuda_device_count
 from backends.hf import GenerateOptions, HFBackend
 from harness import weights
 from harness.config import opt
@@ -76,10 +77,8 @@ class AccelerateBackend(HFBackend):
 
     @classmethod
     def resolve_placement(cls, options: AccelerateOptions) -> Placement:
-        import torch
-
         device = resolve_device(options.device)
-        count = options.num_devices or (torch.cuda.device_count() if device == "cuda" else 1)
+        count = options.num_devices or (cuda_device_count() if device == "cuda" else 1)
         return Placement(device, num_devices=count)
 
     def load(self) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Dict, Optional, Tuple
 
 from harness.config import opt
+from harness.hardware import cuda_device_count
 from harness.memory import MemoryEstimate, PeakMemory, estimate_point
 from harness.models import ModelSpec
 from harness.speculative import SpeculativeConfig
@@ -19,12 +20,11 @@ DEVICES = ("auto", "cpu", "cuda")
 
 
 def resolve_device(device: str) -> str:
-    """`auto` means CUDA when torch sees a GPU, else the CPU."""
+    """`auto` means CUDA when the machine has a GPU (the planned one's, under `--plan hardware.gpu=...`), else the
+    CPU."""
     if device != "auto":
         return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if cuda_device_count() else "cpu"
 
 
 @dataclass

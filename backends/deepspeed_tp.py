@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from backends.base import Placement, resolve_device
+from harness.hardware import cuda_device_count
 from backends.hf import GenerateOptions, HFBackend, device_sync
 from harness import weights
 from harness.config import DTYPES, opt
@@ -80,10 +81,8 @@ class DeepSpeedBackend(HFBackend):
 
     @classmethod
     def resolve_placement(cls, options: DeepSpeedOptions) -> Placement:
-        import torch
-
         device = resolve_device(options.device)
-        ranks = options.tp_size or (torch.cuda.device_count() if device == "cuda" else CPU_DEFAULT_RANKS)
+        ranks = options.tp_size or (cuda_device_count() if device == "cuda" else CPU_DEFAULT_RANKS)
         return Placement(device, num_devices=ranks, tp_size=ranks)
 
     @classmethod

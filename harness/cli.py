@@ -16,9 +16,11 @@ from typing import List, Optional
 import backends
 import workloads
 from harness.config import SweepConfig, load_config, to_plain
-from harness.console import console, print_plan
+from harness.console import console, err_console, print_capacity, print_plan
 from harness.errors import UserError
+from harness.hardware import Machine, planning_for
 from harness.models import resolve_model
+from harness.planner import plan_capacity
 from harness.session import SweepOptions, check_resumable, run_sweep
 from harness.speculative import check_drafts
 from harness.sweep import plan_sweep
@@ -40,6 +42,9 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     parser.add_argument("--output-dir", type=Path, help="results folder (default: results/<benchmark_name>-<time>/)")
     parser.add_argument("--resume", action="store_true", help="continue a sweep in --output-dir, skipping done points")
     parser.add_argument("--dry-run", action="store_true", help="print the plan with memory estimates and exit")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the largest batch that fits per entry and lengths (by the estimate) and exit; with "
+                        "hardware.gpu=NAME hardware.num_gpus=N, on that machine instead of this one")
     parser.add_argument("--no-plots", action="store_true", help="skip drawing charts at the end of the sweep")
     remote = parser.add_argument_group("MosaicML platform")
     remote.add_argument("--mcli", action="append", type=Path, metavar="TEMPLATE",
@@ -75,8 +80,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         check_drafts(config.backends, model)
         workload = workloads.build_workload(config, model)
         if args.mcli:
-            return launch_remote(config, args.mcli, args.submit)
-        plans = plan_sweep(config, model, backends.REGISTRY, workload)
+            return launch_remote(config, model, workload, args.mcli, args.submit)
+        machine = planned_machine_of(config) if (args.plan or args.dry_run) else None
+        if args.plan:
+            with planning_for(machine):
+                print_capacity(plan_capacity(config, model, backends.REGISTRY, workload), machine)
+            return 0
+        with planning_for(machine):
+            plans = plan_sweep(config, model, backends.REGISTRY, workload)
         if args.dry_run:
             print_plan(plans)
             return 0
@@ -95,17 +106,32 @@ def main(argv: Optional[List[str]] = None) -> int:
     return run_sweep(config, model, plans, out, done, previous, options)
 
 
+def planned_machine_of(config: SweepConfig) -> Optional[Machine]:
+    """The machine `--plan` and `--dry-run` plan for: `hardware.gpu` x `hardware.num_gpus` (default 1), else None
+    (this one)."""
+    hardware = config.hardware
+    return Machine(hardware.gpu, hardware.num_gpus or 1) if hardware.gpu else None
+
+
 def default_output_dir(config: SweepConfig) -> Path:
     return RESULTS_ROOT / f"{config.benchmark_name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def launch_remote(config: SweepConfig, templates: List[Path], submit: bool) -> int:
-    """One platform run per compute template; a dry run prints them, `--submit` creates them."""
+def launch_remote(config: SweepConfig, model, workload, templates: List[Path], submit: bool) -> int:
+    """One platform run per compute template; a dry run prints them (stdout: exactly what would be submitted) and,
+    on stderr, what fits each template's machine by the estimate (`--plan` for it)."""
     import mosaic.runs as mosaic
 
     runs = mosaic.build_run_configs(to_plain(config), templates)
     if not submit:
         print("---\n".join(mosaic.render_run_yaml(run) for run in runs), end="")
+        for template in templates:
+            found = mosaic.template_machine(template)
+            if found is not None:
+                machine = Machine(*found)
+                with planning_for(machine):
+                    capacity = plan_capacity(config, model, backends.REGISTRY, workload)
+                print_capacity(capacity, machine, to=err_console)
         return 0
     names = mosaic.submit(runs)
     for name in names:

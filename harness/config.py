@@ -108,6 +108,21 @@ class StreamConfig:
 
 
 @dataclass
+class HardwareConfig:
+    """What the numbers are held against (harness/hardware.py): peaks for MBU, MFU and the roofline, and a price."""
+
+    gpu: Optional[str] = opt(None, help="A GPU from harness/peaks.yaml (e.g. h100-sxm): its peaks, instead of "
+                             "matching the name the driver reports; and the machine --plan and --dry-run plan for.")
+    num_gpus: Optional[int] = opt(None, help="With gpu: how many the planned machine has (default 1).")
+    peak_memory_bandwidth_gbps: Optional[float] = opt(
+        None, help="Peak memory bandwidth of one device, GB/s; overrides the table (GPU) or the probe (CPU).")
+    peak_tflops: Optional[float] = opt(None, help="Peak dense TFLOP/s of one device in the sweep's dtype; overrides "
+                                       "the table or the probe.")
+    cost_per_hour: Optional[float] = opt(None, help="Price of one device for an hour (any currency): fills "
+                                         "cost_per_million_output_tokens.")
+
+
+@dataclass
 class OutputConfig:
     upload_uri: Optional[str] = opt(
         None, help="fsspec URL (s3://bucket/prefix, gs://..., file:///...) the results folder is also copied "
@@ -154,6 +169,7 @@ class SweepConfig:
         1800, help="A worker silent this long during one point (warm-up + timed batches) is killed as hung."
     )
     output: OutputConfig = opt(factory=OutputConfig, help="Where results go besides the local folder.")
+    hardware: HardwareConfig = opt(factory=HardwareConfig, help="Peaks and price the numbers are held against.")
 
 
 def load_config(path: str | Path, overrides: List[str], backends: "Registry", workloads: "Registry") -> SweepConfig:
@@ -295,6 +311,24 @@ def validate(config: SweepConfig) -> None:
     _validate_backends(config.backends)
     if config.output.upload_uri:
         _validate_upload_uri(config.output.upload_uri)
+    _validate_hardware(config.hardware)
+
+
+def _validate_hardware(hardware: HardwareConfig) -> None:
+    from harness.hardware import gpu_table
+
+    if hardware.gpu is not None and hardware.gpu not in gpu_table():
+        raise UserError(f"hardware.gpu: {hardware.gpu!r} is not in harness/peaks.yaml (known: "
+                        f"{', '.join(gpu_table())})")
+    if hardware.num_gpus is not None:
+        if hardware.gpu is None:
+            raise UserError("hardware.num_gpus: needs hardware.gpu, the GPU the planned machine has")
+        if hardware.num_gpus < 1:
+            raise UserError(f"hardware.num_gpus: must be at least 1, got {hardware.num_gpus}")
+    for key in ("peak_memory_bandwidth_gbps", "peak_tflops", "cost_per_hour"):
+        value = getattr(hardware, key)
+        if value is not None and value <= 0:
+            raise UserError(f"hardware.{key}: must be more than 0, got {value}")
 
 
 def _validate_scenario(config: SweepConfig) -> None:

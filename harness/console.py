@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import sys
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from harness.hardware import Machine
 from harness.memory import GiB
 from harness.metrics import SLIP_WARN_MS
+from harness.planner import Capacity
 from harness.sweep import EntryPlan
 
 # Logs and CI capture stdout: give them wide lines instead of rich's 80-column fallback.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+# Beside output that must stay machine-readable on stdout (a platform launch's dry run prints run YAML there).
+err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 140)
 
 
 def _num(value, fmt: str = ".1f") -> str:
@@ -41,6 +45,34 @@ def print_plan(plans: List[EntryPlan]) -> None:
     total = sum(len(plan.points) for plan in plans)
     console.print(f"{runnable} of {total} points fit this machine; the rest would be recorded as skipped.")
     warn_unavailable(plans)
+
+
+def print_capacity(rows: List[Capacity], machine: Optional[Machine], to: Console = console) -> None:
+    where = f"{machine.num_gpus} x {machine.gpu}" if machine else "this machine"
+    table = Table(title=f"Largest batch by the memory estimate, on {where} (nothing loaded)")
+    columns = ("backend", "device", "input", "output", "max batch", "KV tokens", "weights", "KV cache", "activations",
+               "allowed")
+    for name in columns:
+        table.add_column(name, justify="left" if name in ("backend", "device") else "right")
+    for c in rows:
+        device = f"{c.placement.device} x{c.placement.num_devices}"
+        if c.estimate is None:
+            table.add_row(c.label, device, str(c.input_length), str(c.output_length), "-", "-", "-", "-", "-", "-")
+            continue
+        e = c.estimate
+        table.add_row(c.label, device, str(c.input_length), str(c.output_length),
+                      str(c.max_batch) if c.max_batch else "does not fit", f"{c.kv_tokens:,}",
+                      f"{e.weights_bytes / GiB:.1f} GiB", f"{e.kv_cache_bytes / GiB:.2f} GiB",
+                      f"{e.activation_bytes / GiB:.2f} GiB", f"{c.budget_bytes / GiB:.1f} GiB")
+    to.print(table)
+    to.print("KV cache and activations are at the max batch (at batch 1 where nothing fits); KV tokens: what "
+                  "the allowed memory leaves for the KV cache beside weights and activations.")
+    reasons = {}
+    for c in rows:
+        if c.reason and c.label not in reasons:
+            reasons[c.label] = c.reason
+    for label, reason in reasons.items():
+        to.print(f"{label}: {reason}", style="yellow")
 
 
 def warn_unavailable(plans: List[EntryPlan]) -> None:
@@ -172,12 +204,19 @@ def _stream_summary(rows: List[Dict[str, str]]) -> None:
 
 
 def _batch_summary(rows: List[Dict[str, str]]) -> None:
-    table = Table(title="Results")
-    columns = ("backend", "batch", "input", "output", "status", "latency ms", "TTFT ms", "TPOT ms", "tokens/s")
+    table = Table(title="Results (MBU, MFU: shares of the peaks in manifest.json's hardware_peaks)")
+    columns = ("backend", "batch", "input", "output", "status", "latency ms", "TTFT ms", "TPOT ms", "tokens/s", "MBU",
+               "MFU", "x roofline")
     for name in columns:
         table.add_column(name, justify="left" if name in ("backend", "status") else "right")
     for r in rows:
         table.add_row(r["backend"], r["batch_size"], r["input_length"], r["output_length"], r["status"],
                       _num(r["latency_ms_mean"]), _num(r["ttft_ms_mean"]), _num(r["tpot_ms_mean"], ".2f"),
-                      _num(r["throughput_tokens_per_s"]))
+                      _num(r["throughput_tokens_per_s"]), _num(r.get("mbu"), ".2f"), _num(r.get("mfu"), ".3f"),
+                      _num(r.get("roofline_ratio"), ".1f"))
     console.print(table)
+    for r in rows:
+        if r.get("roofline_ratio") and float(r["roofline_ratio"]) < 1:
+            console.print(f"warning: {r['backend']} at bs {r['batch_size']} in={r['input_length']} "
+                          f"out={r['output_length']}: measured {float(r['roofline_ratio']):.2f}x its roofline bound, "
+                          "faster than the peaks allow: a peak (hardware_peaks) or a formula is wrong", style="yellow")

@@ -42,7 +42,17 @@ def summarize(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
     out.update(rates(samples))
     out.update(request_metrics(samples))
     out.update(spec_figures([s.spec for s in samples if s.spec is not None]))
+    out.update(energy_figures(samples))
     return out
+
+
+def energy_figures(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
+    """Joules per output token and mean power over the timed batches, where every batch's energy was read."""
+    if not samples or any(s.energy_j is None for s in samples):
+        return {"energy_j_per_output_token": None, "avg_power_w": None}
+    joules = sum(s.energy_j for s in samples)
+    return {"energy_j_per_output_token": joules / sum(sum(s.output_tokens) for s in samples),
+            "avg_power_w": joules / (sum(s.latency_ms for s in samples) / 1e3)}
 
 
 SPEC_FIGURES = ("draft_steps", "draft_tokens_proposed", "draft_tokens_accepted", "acceptance_rate",

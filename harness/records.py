@@ -41,6 +41,7 @@ class BatchSample:
     request_ttfts_ms: Optional[Tuple[float, ...]] = None
     request_latencies_ms: Optional[Tuple[float, ...]] = None
     spec: Optional[SpecCounts] = None  # an entry that speculates
+    energy_j: Optional[float] = None  # the entry's GPUs over the batch (harness/energy.py), where NVML has it
 
     @property
     def min_output_tokens(self) -> int:
@@ -87,6 +88,7 @@ class PointResult:
     spec_tokens: Optional[int] = None  # its num_speculative_tokens
     spec_baseline: str = ""  # the entry without speculation it is compared with (speedup, tokens)
     speedup_vs_baseline: Optional[float] = None  # the baseline's TPOT at this point / this entry's
+    explained: Dict[str, Optional[float]] = field(default_factory=dict)  # roofline.ROOFLINE_COLUMNS
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status

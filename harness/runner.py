@@ -15,6 +15,7 @@ import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from harness.config import SweepConfig
+from harness.energy import EnergyMeter
 from harness.errors import ShortOutputError
 from harness.metrics import slo_met, summarize_stream
 from harness.models import ModelSpec
@@ -54,6 +55,7 @@ class EntryRunner:
         self.load_error: Optional[Tuple[str, str]] = None  # (status, message) for every point
         self.engine_stats: Dict[str, object] = {}
         self.first_token_ids = None  # of the point's first timed batch, for cross-checking engines
+        self.energy_meter: Optional[EnergyMeter] = None  # the entry's GPUs' energy counters, where NVML has them
 
     def run(self, done: Set[tuple]) -> None:
         todo = [pp for pp in self.plan.points if point_key(self.context.backend, pp.point) not in done]
@@ -92,6 +94,7 @@ class EntryRunner:
             return
         self.backend, self.load_time_s = backend, time.perf_counter() - start
         self.engine_stats = backend.engine_stats()
+        self.energy_meter = EnergyMeter.open(backend.placement.device, backend.placement.num_devices)
         self.events.loaded({"load_time_s": self.load_time_s, **backend.runtime_info()})
 
     def _search_rate(self, pp: PlannedPoint) -> PointResult:
@@ -139,11 +142,14 @@ class EntryRunner:
             batch = self.workload.batch(point, "warmup", i)
             check_output(self.backend.run(batch), batch)
         samples = []
+        meter = self.energy_meter
         for i in range(self.config.num_batches):
             batch = self.workload.batch(point, "timed", i)
+            before_j = meter.joules() if meter else None
             timing = self.backend.run(batch)
+            energy_j = meter.joules() - before_j if meter else None
             check_output(timing, batch)
-            samples.append(to_sample(i, timing, batch))
+            samples.append(to_sample(i, timing, batch, energy_j))
             if i == 0:
                 self.first_token_ids = timing.token_ids
         return samples
@@ -220,9 +226,10 @@ def check_stream_output(timing: StreamTiming, stream: StreamSpec) -> None:
             raise ShortOutputError(f"request {r.index} produced {r.output_tokens} tokens, outside 1..{budget}")
 
 
-def to_sample(index: int, timing: BatchTiming, batch: BatchSpec) -> BatchSample:
+def to_sample(index: int, timing: BatchTiming, batch: BatchSpec, energy_j: Optional[float] = None) -> BatchSample:
     return BatchSample(index, timing.latency_ms, timing.ttft_ms, timing.tpot_ms, batch.input_tokens,
-                       timing.output_tokens, timing.request_ttfts_ms(), timing.request_latencies_ms(), timing.spec)
+                       timing.output_tokens, timing.request_ttfts_ms(), timing.request_latencies_ms(), timing.spec,
+                       energy_j)
 
 
 def is_oom(e: BaseException) -> bool:

@@ -14,10 +14,13 @@ from harness.config import SweepConfig, to_plain
 from harness.console import SweepProgress, console, print_summary, warn_unavailable
 from harness.crosscheck import TokenCrossCheck
 from harness.errors import UserError
+from harness.explain import PointExplainer
+from harness.hardware import entry_peaks
 from harness.launcher import run_in_worker
 from harness.manifest import build_manifest, hardware_label, now_iso
 from harness.models import ModelSpec, architecture
 from harness.records import PointResult, RunContext, point_key
+from harness.roofline import Shape
 from harness.runner import EntryRunner, RunEvents
 from harness.sweep import EntryPlan
 from harness.worker import WorkerJob
@@ -26,6 +29,7 @@ from harness.writers import ResultsDir, read_rows, result_row
 # Keys whose change makes earlier rows incomparable with new ones.
 # Keys whose change makes earlier rows incomparable with new ones (the axes themselves, batch sizes, lengths, rates
 # and caps, may grow: new points are simply run).
+PEAKS_CACHE = "hardware_peaks.json"  # the CPU probe's figures, per dtype (harness/hardware.py)
 RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "num_warmup_batches", "seed",
                "scenario", "stream.arrival", "stream.num_requests", "stream.num_warmup_requests", "stream.seed",
                "stream.slo")
@@ -77,6 +81,7 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
     baselines = speculative.baselines([p.options for p in plans])
     crosscheck = TokenCrossCheck(plans, model.weights, out.path / "tokens.jsonl", workload.sampling.greedy, baselines)
     comparison = speculative.BaselineComparison(baselines, read_rows(out.results_csv))
+    explainer = point_explainer(plans, config, model, out, done, manifest)
     manifest["workload"] = workload.manifest()
     manifest["token_crosscheck"] = crosscheck.describe()
     if baselines:
@@ -92,7 +97,9 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
     with SweepProgress(todo) as progress:
         def emit(result: PointResult) -> None:
             crosscheck.annotate(result)
-            comparison.annotate(result, result_row(result).get("tpot_ms_mean"))
+            row = result_row(result)
+            comparison.annotate(result, row.get("tpot_ms_mean"))
+            explainer.annotate(result, row)
             out.write_point(result)
             statuses.append(result.status)
             progress.point_done(result_row(result))
@@ -111,6 +118,26 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
         console.print("Interrupted: finished points are saved; rerun with --resume --output-dir to complete.")
         return 130
     return 1 if "error" in statuses else 0
+
+
+def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpec, out: ResultsDir, done: set,
+                    manifest: dict) -> PointExplainer:
+    """Each entry's peaks (harness/hardware.py), recorded in the manifest: datasheet figures for a GPU, the probe's
+    for a CPU (run only when a CPU entry has points left to run; cached in the results folder)."""
+    gpus = [g["name"] for g in manifest["hardware"]["gpus"]]
+    peaks, devices, described = {}, {}, {}
+    for plan in plans:
+        if all(pp.skip_reason or point_key(plan.label, pp.point) in done for pp in plan.points):
+            continue
+        device, dtype = plan.placement.device, run_context(config, model, plan).dtype
+        peaks[plan.label] = entry_peaks(device, dtype, config.hardware, gpus, out.path / PEAKS_CACHE)
+        devices[plan.label] = plan.placement.num_devices if device == "cuda" else 1
+        found = peaks[plan.label]
+        described[plan.label] = ({**dataclasses.asdict(found), "devices": devices[plan.label], "dtype": dtype}
+                                 if found else "unknown: this GPU is not in harness/peaks.yaml; set hardware.gpu or "
+                                 "hardware.peak_memory_bandwidth_gbps and hardware.peak_tflops")
+    manifest["hardware_peaks"] = described
+    return PointExplainer(Shape.of(model), peaks, devices, config.hardware.cost_per_hour)
 
 
 def _finish(out: ResultsDir, options: SweepOptions, upload_uri: Optional[str]) -> None:

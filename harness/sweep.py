@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from harness.config import SweepConfig, entry_key
+from harness.hardware import cuda_device_count, planned_machine
 from harness.memory import GiB, MemoryEstimate, available_bytes, usable_cpus
 from harness.models import ModelSpec
 from harness.registry import Registry
@@ -138,8 +139,8 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, worklo
     for i, options in enumerate(config.backends):
         cls = backends.get(options.name, f"{entry_key(options, i)}.name")
         placement = cls.resolve_placement(options)
-        missing = cls.unsupported(options, config.scenario, model) or _missing_devices(placement)
-        free = 0 if missing else available_bytes(placement.device, placement.num_devices)
+        missing = cls.unsupported(options, config.scenario, model) or missing_devices(placement)
+        free = 0 if missing else free_bytes(placement)
         budget = int(free * config.memory_fraction)
         points = []
         for p in sweep_points(config, workload):
@@ -164,17 +165,26 @@ def estimate_batch(cls, options, point: SweepPoint) -> int:
     return min(limits) if limits else 1
 
 
-def _missing_devices(placement) -> Optional[str]:
-    """A YAML is valid on any machine: what this one lacks turns into skipped points, not an error."""
+def missing_devices(placement) -> Optional[str]:
+    """A YAML is valid on any machine: what this one (or the planned one) lacks turns into skipped points, not an
+    error."""
     if placement.device == "cuda":
-        import torch
-
-        present, unit = torch.cuda.device_count(), "CUDA device(s)"
+        present, unit = cuda_device_count(), "CUDA device(s)"
     else:
         present, unit = usable_cpus(), "CPU cores"
     if placement.num_devices <= present:
         return None
-    return f"needs {placement.num_devices} {unit}, this machine has {present}"
+    machine = planned_machine()
+    where = f"{machine.num_gpus} x {machine.gpu} has" if machine and placement.device == "cuda" else "this machine has"
+    return f"needs {placement.num_devices} {unit}, {where} {present}"
+
+
+def free_bytes(placement) -> int:
+    """Free memory on the entry's devices: this machine's now, or all of the planned machine's GPUs' memory."""
+    machine = planned_machine()
+    if machine is not None and placement.device == "cuda":
+        return machine.memory_bytes_per_gpu * placement.num_devices
+    return available_bytes(placement.device, placement.num_devices)
 
 
 def _memory_skip(estimate: MemoryEstimate, budget: int, device: str, config: SweepConfig) -> Optional[str]:

@@ -17,6 +17,7 @@ from harness.errors import UserError
 from harness.metrics import (REQUEST_METRICS, REQUEST_STATS, SPEC_FIGURES, STATS, request_figures, summarize,
                              summarize_stream)
 from harness.records import PointKey, PointResult, point_key
+from harness.roofline import ROOFLINE_COLUMNS
 from harness.sweep import SweepPoint
 
 CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size"]
@@ -50,10 +51,14 @@ RESULT_COLUMNS = (
     + [f"{m}_{s}" for m in REQUEST_METRICS for s in REQUEST_STATS]
     + ["peak_memory_bytes", "estimated_memory_bytes", "load_time_s"]
     + STREAM_COLUMNS + ENGINE_COLUMNS + SPEC_COLUMNS + CROSSCHECK_COLUMNS
+    # What the numbers mean (docs/measurement.md): the entry's peaks, MBU, MFU, the roofline, the price per token,
+    # and the energy NVML measured on the entry's GPUs.
+    + ROOFLINE_COLUMNS + ["energy_j_per_output_token", "avg_power_w"]
 )
 SAMPLE_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + ["batch_index", "latency_ms", "ttft_ms", "tpot_ms",
                                                     "input_tokens", "output_tokens", "min_output_tokens",
-                                                    "draft_steps", "draft_tokens_proposed", "draft_tokens_accepted"]
+                                                    "draft_steps", "draft_tokens_proposed", "draft_tokens_accepted",
+                                                    "energy_j"]
 # Times are seconds from the stream's start; latencies start at the request's scheduled arrival.
 REQUEST_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + [
     "request_index", "scheduled_s", "dispatched_s", "sent_s", "first_token_s", "last_token_s", "input_tokens",
@@ -81,6 +86,7 @@ def result_row(result: PointResult) -> Dict[str, object]:
         row.update(summarize(result.samples))
     if result.stream is not None:
         row.update(summarize_stream(result.stream, result.slo))
+    row.update(result.explained)
     return row
 
 
@@ -106,7 +112,7 @@ def sample_rows(result: PointResult) -> List[Dict[str, object]]:
     return [
         {**_keys(result), "batch_index": s.batch_index, "latency_ms": s.latency_ms, "ttft_ms": s.ttft_ms,
          "tpot_ms": s.tpot_ms, "input_tokens": sum(s.input_tokens), "output_tokens": sum(s.output_tokens),
-         "min_output_tokens": s.min_output_tokens,
+         "min_output_tokens": s.min_output_tokens, "energy_j": s.energy_j,
          **({"draft_steps": s.spec.draft_steps, "draft_tokens_proposed": s.spec.proposed,
              "draft_tokens_accepted": s.spec.accepted} if s.spec is not None else {})}
         for s in result.samples

@@ -18,7 +18,7 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence, get_type_hints
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, get_type_hints
 
 from mosaic import logmarkers
 from harness.config import read_yaml_mapping
@@ -42,6 +42,9 @@ FIELD_HINTS = {
 # The platform's git_repo integration (not in the SDK, which passes integrations through unchecked).
 GIT_REPO_FIELDS = ("integration_type", "git_repo", "git_branch", "git_commit", "path", "ssh_clone", "pip_install",
                    "host", "git_clone_recursive")
+# The platform's compute.gpu_type -> harness/peaks.yaml's GPU (its SXM parts).
+MCLI_GPU_TYPES = {"a100_40gb": "a100-sxm-40gb", "a100_80gb": "a100-sxm-80gb", "h100_80gb": "h100-sxm",
+                  "h200_141gb": "h200", "b200_192gb": "b200"}
 PLACEHOLDER_OWNER = "YOUR-ORG/"  # the shipped templates' git_repo, until a user names their fork
 NO_API_KEY = ("no MosaicML API key: set MOSAICML_API_KEY or run `mcli set api-key` "
               "(create a key in the MosaicML console)")
@@ -74,10 +77,32 @@ def _build_run_config(config_plain: Dict[str, Any], template: Path) -> "RunConfi
     tag = hardware_tag(template)
     parameters = copy.deepcopy(config_plain)
     parameters["benchmark_name"] = f"{config_plain['benchmark_name']}-{tag}"
+    parameters["hardware"] = template_hardware(raw, parameters.get("hardware") or {})
     metadata = {**(raw.get("metadata") or {}), "benchmark_name": parameters["benchmark_name"],
                 "template": template.name}
     name = run_name(str(raw["name"]), config_plain["benchmark_name"], tag)
     return _sdk().RunConfig.from_dict({**raw, "name": name, "parameters": parameters, "metadata": metadata})
+
+
+def template_hardware(raw: Dict[str, Any], hardware: Dict[str, Any]) -> Dict[str, Any]:
+    """The sweep's `hardware` section for a template's machine: its GPU (harness/peaks.yaml's name for the platform's
+    compute.gpu_type) and count, and the template's `metadata.cost_per_hour` (one GPU's price), where the sweep
+    does not set them. The dry run plans for that machine; the run's peaks and cost columns use them."""
+    compute, metadata = raw["compute"], raw.get("metadata") or {}
+    out = dict(hardware)
+    if out.get("gpu") is None and MCLI_GPU_TYPES.get(compute.get("gpu_type")):
+        out["gpu"] = MCLI_GPU_TYPES[compute["gpu_type"]]
+        out["num_gpus"] = out.get("num_gpus") or compute.get("gpus")
+    if out.get("cost_per_hour") is None and metadata.get("cost_per_hour") is not None:
+        out["cost_per_hour"] = float(metadata["cost_per_hour"])
+    return out
+
+
+def template_machine(template: Path) -> Optional[Tuple[str, int]]:
+    """(harness/peaks.yaml GPU name, count) of a template's compute section, None when its gpu_type is unknown."""
+    compute = load_template(template)["compute"]
+    gpu = MCLI_GPU_TYPES.get(compute.get("gpu_type"))
+    return (gpu, int(compute.get("gpus") or 1)) if gpu else None
 
 
 def load_template(path: Path) -> Dict[str, Any]:

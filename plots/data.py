@@ -231,12 +231,15 @@ def median_over_output_lengths(rows: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def fmt(value: object) -> str:
-    """Three significant figures without scientific notation: 1,316 / 41.2 / 3.24; '-' when empty."""
+    """Three significant figures: 1,316 / 41.2 / 3.24; two below 1 (0.47, 0.0031), so a small share never reads
+    0.00 (under 1e-4 in scientific notation); '-' when empty."""
     if value is None or pd.isna(value):
         return "-"
     number = float(value)
     if abs(number) >= 100:
         return f"{number:,.0f}"
+    if 0 < abs(number) < 1:
+        return f"{number:.2g}" if abs(number) >= 1e-4 else f"{number:.1e}"
     return f"{number:.1f}" if abs(number) >= 10 else f"{number:.2f}"
 
 

@@ -25,7 +25,10 @@ BATCH, STREAM = "batch", "stream"
 NUMBER_COLUMNS = ("request_rate", "achieved_request_rate", "throughput_tokens_per_s", "prefill_tokens_per_s",
                   "slo_percentile", "slo_attainment", "goodput", "num_requests", "max_concurrency_reached",
                   "spec_tokens", "draft_steps", "draft_tokens_proposed", "draft_tokens_accepted", "acceptance_rate",
-                  "mean_accepted_length", "speedup_vs_baseline", "tokens_identical_share")
+                  "mean_accepted_length", "speedup_vs_baseline", "tokens_identical_share",
+                  "peak_memory_bandwidth_gbps", "peak_tflops", "decode_bytes_per_step", "decode_flops_per_step",
+                  "decode_bandwidth_gbps", "mbu", "prefill_bytes", "prefill_flops", "prefill_tflops", "mfu",
+                  "roofline_ratio", "cost_per_million_output_tokens", "energy_j_per_output_token", "avg_power_w")
 INTEGER_COLUMNS = POINT_COLUMNS + ("max_concurrency",)
 # What a requests.csv row shares with its results.csv row (hardware and model may be filled in from the
 # manifest in results only, so they are left out).

@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from plots import data, load, spec_charts, stream_charts, style
+from plots import data, load, roofline_charts, spec_charts, stream_charts, style
 from plots.charts import Chart, ChartContext, render_all
 from plots.data import fmt
 from plots.errors import PlotError
@@ -41,7 +41,8 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         ctx = ChartContext(table, palette, out_dir, formats, load.load_requests(sources))
-        charts = render_all(ctx) + spec_charts.render_all(ctx) + stream_charts.render_all(ctx)
+        charts = (render_all(ctx) + roofline_charts.render_all(ctx) + spec_charts.render_all(ctx)
+                  + stream_charts.render_all(ctx))
         path = out_dir / REPORT_NAME
         path.write_text(render_markdown(table, charts, sources, where, out_dir))
     except OSError as e:
@@ -98,7 +99,8 @@ def describe_manifest(manifest: dict) -> str:
 
 
 SUMMARY_HEADER = ("| series | input | output | points ok | peak throughput (tokens/s) | at batch size "
-                  "| latency there (ms) | TPOT there (ms) | smallest batch | its latency (ms) | its TTFT (ms) |")
+                  "| latency there (ms) | TPOT there (ms) | MBU there | MFU there | x roofline there "
+                  "| cost per M output tokens there | smallest batch | its latency (ms) | its TTFT (ms) |")
 
 
 def summary_table(table: pd.DataFrame) -> List[str]:
@@ -122,11 +124,12 @@ def _summary_row(series: str, input_length: int, output_length: int, group: pd.D
     ok = group[group["status"] == data.PLOTTED_STATUS].sort_values("batch_size")
     cells = [series, str(input_length), str(output_length), f"{len(ok)} of {len(group)}"]
     if ok.empty:
-        return "| " + " | ".join(cells + ["-"] * 7) + " |"
+        return "| " + " | ".join(cells + ["-"] * 11) + " |"
     peak = ok.loc[ok["throughput_tokens_per_s"].idxmax()]
     small = ok.iloc[0]
     cells += [fmt(peak["throughput_tokens_per_s"]), str(peak["batch_size"]), fmt(peak["latency_ms_mean"]),
-              fmt(peak.get("tpot_ms_mean")), str(small["batch_size"]), fmt(small["latency_ms_mean"]),
+              fmt(peak.get("tpot_ms_mean")), fmt(peak.get("mbu")), fmt(peak.get("mfu")), fmt(peak.get("roofline_ratio")),
+              fmt(peak.get("cost_per_million_output_tokens")), str(small["batch_size"]), fmt(small["latency_ms_mean"]),
               fmt(small.get("ttft_ms_mean"))]
     return "| " + " | ".join(cells) + " |"
 

@@ -10,7 +10,7 @@ TINY = "yamls/cpu-tiny.yaml"
 KNOWN = ", ".join(REGISTRY.names())
 TOP_KEYS = ("benchmark_name, model, backends, scenario, batch_sizes, stream, workload, sampling, input_lengths, output_lengths, num_batches, "
             "num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s, "
-            "output")
+            "output, hardware")
 PRESETS = "llama-1b, llama-2-13b, llama-2-70b, llama-2-7b, llama-3-70b, llama-3-8b, mistral-7b, mixtral-8x7b, tiny-llama"
 
 CASES = {
@@ -62,6 +62,10 @@ CASES = {
                 "stream.slo.percentile: must be in (0, 100], got 120.0"),
     "compile without static cache": ([TINY, "backends.0.compile=true"],
                                      "backends[0].compile: true needs backends[0].cache_implementation: static"),
+    "unknown gpu": ([TINY, "hardware.gpu=h1000"], "hardware.gpu: 'h1000' is not in harness/peaks.yaml (known: "
+                    "h100-nvl, h100-pcie, h100-sxm, h200, b200, a100-pcie-40gb, a100-pcie-80gb, a100-sxm-40gb, "
+                    "a100-sxm-80gb, l40s, l4, a10g, mi300x)"),
+    "bad price": ([TINY, "hardware.cost_per_hour=-2"], "hardware.cost_per_hour: must be more than 0, got -2.0"),
     "unknown speculative method": (
         [TINY, "backends.0.speculative={method: medusa, num_speculative_tokens: 4}"],
         "backends[0].speculative.method: 'medusa' is not one of ngram, prompt_lookup, draft, eagle"),

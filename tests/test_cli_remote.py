@@ -11,10 +11,15 @@ TEMPLATES = ["--mcli", "mcli/h100-x8.yaml", "--mcli", "mcli/a100-80gb-x8.yaml"]
 
 def test_dry_run_prints_one_run_per_template(capsys):
     assert main(["yamls/70b.yaml", *TEMPLATES]) == 0
-    runs = [yaml.safe_load(doc) for doc in capsys.readouterr().out.split("---\n")]
+    printed = capsys.readouterr()
+    runs = [yaml.safe_load(doc) for doc in printed.out.split("---\n")]
     assert [r["parameters"]["benchmark_name"] for r in runs] == ["llama-2-70b-h100-x8", "llama-2-70b-a100-80gb-x8"]
     assert [r["compute"]["gpu_type"] for r in runs] == ["h100_80gb", "a100_80gb"]
     assert all(r["parameters"]["batch_sizes"] == [1, 2, 4, 8, 16, 32, 64] for r in runs)
+    # Each run plans for its template's machine, and the dry run shows what fits there (on stderr: stdout is YAML).
+    assert [(r["parameters"]["hardware"]["gpu"], r["parameters"]["hardware"]["num_gpus"]) for r in runs] == [
+        ("h100-sxm", 8), ("a100-sxm-80gb", 8)]
+    assert "on 8 x h100-sxm" in printed.err and "on 8 x a100-sxm-80gb" in printed.err
 
 
 def test_submit_without_an_api_key_submits_nothing(monkeypatch, capsys):

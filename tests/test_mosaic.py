@@ -159,15 +159,26 @@ def test_70b_with_two_templates_gives_two_valid_runs_carrying_the_sweep(sweep_70
     templates = [REPO / "mcli" / "h100-x8.yaml", REPO / "mcli" / "a100-80gb-x8.yaml"]
     runs = platform.build_run_configs(sweep_70b, templates)
     assert [r.name for r in runs] == ["bench-llama-2-70b-h100-x8", "bench-llama-2-70b-a100-80gb-x8"]
-    for run, tag in zip(runs, ("h100-x8", "a100-80gb-x8")):
+    for run, tag, gpu in zip(runs, ("h100-x8", "a100-80gb-x8"), ("h100-sxm", "a100-sxm-80gb")):
         text = platform.render_run_yaml(run)
         data = yaml.safe_load(text)
         assert mcli.RunConfig.from_dict(data) == run  # the dry run prints exactly what would be submitted
         mcli.FinalRunConfig.finalize_config(mcli.RunConfig.from_dict(data)).to_create_run_api_input()
         sweep = tmp_path / f"{tag}.yaml"
         sweep.write_text(yaml.safe_dump(data["parameters"]))
-        assert to_plain(load_config(sweep, [], REGISTRY, workloads.REGISTRY)) == {**sweep_70b, "benchmark_name": f"llama-2-70b-{tag}"}
+        # The template's machine (its GPU and count, harness/peaks.yaml's name) is the run's `hardware`.
+        hardware = {**sweep_70b["hardware"], "gpu": gpu, "num_gpus": 8}
+        assert to_plain(load_config(sweep, [], REGISTRY, workloads.REGISTRY)) == {
+            **sweep_70b, "benchmark_name": f"llama-2-70b-{tag}", "hardware": hardware}
     assert sweep_70b["benchmark_name"] == "llama-2-70b"  # the caller's dict is not modified
+
+
+def test_a_template_price_fills_the_cost_unless_the_sweep_sets_one():
+    raw = {"compute": {"gpus": 2, "gpu_type": "a100_80gb"}, "metadata": {"cost_per_hour": 1.5}}
+    assert platform.template_hardware(raw, {}) == {"gpu": "a100-sxm-80gb", "num_gpus": 2, "cost_per_hour": 1.5}
+    mine = {"gpu": "h100-pcie", "cost_per_hour": 3.0}
+    assert platform.template_hardware(raw, mine) == mine  # the sweep's own settings win
+    assert platform.template_hardware({"compute": {"gpus": 1, "gpu_type": "tpu_v9"}}, {}) == {}
 
 
 def test_run_names_follow_the_platform_rules():

@@ -1,0 +1,63 @@
+"""What the numbers mean, end to end: llama-1b in fp32 on this CPU, held against the probe's peaks. Decode at batch 1
+streams 4 GB of weights per token, so its MBU must be a real share of the measured bandwidth (0.2 to 1.0) and no
+point may beat its roofline."""
+
+import json
+
+import pytest
+
+from tests.conftest import run_benchmark
+from tests.contract import rows
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("roofline")
+    yaml = tmp / "roofline.yaml"
+    yaml.write_text("""
+benchmark_name: roofline
+model: {preset: llama-1b, weights: random, dtype: fp32}
+backends: [{name: hf, device: cpu}]
+batch_sizes: [1, 2]
+input_lengths: [32]
+output_lengths: [8]
+num_batches: 2
+num_warmup_batches: 1
+hardware: {cost_per_hour: 2.0}
+""")
+    proc = run_benchmark(yaml, "--output-dir", tmp / "out")
+    return proc, tmp / "out"
+
+
+def test_llama_1b_decode_uses_a_real_share_of_the_measured_bandwidth(sweep):
+    proc, out = sweep
+    assert proc.returncode == 0, proc.stderr
+    results = {int(r["batch_size"]): r for r in rows(out / "results.csv")}
+    one = results[1]
+    assert 0.2 <= float(one["mbu"]) <= 1.0, one["mbu"]
+    # 1.24B parameters minus the input embedding, in fp32, plus a little KV cache: about 4.1 GB a step.
+    assert 3.9e9 < float(one["decode_bytes_per_step"]) < 4.4e9
+    for r in results.values():
+        assert float(r["roofline_ratio"]) >= 1.0
+        assert 0 < float(r["mfu"]) <= 1.0
+        assert float(r["cost_per_million_output_tokens"]) == pytest.approx(
+            2.0 / 3600 / float(r["throughput_tokens_per_s"]) * 1e6, rel=1e-3)
+
+
+def test_peaks_are_measured_once_and_recorded(sweep):
+    _, out = sweep
+    cached = json.loads((out / "hardware_peaks.json").read_text())
+    peaks = json.loads((out / "manifest.json").read_text())["hardware_peaks"]["hf"]
+    assert peaks["source"].startswith("measured: triad") and peaks["memory_bandwidth_gbps"] > 0
+    assert cached["fp32"]["tflops"] == peaks["tflops"]
+    r = rows(out / "results.csv")[0]
+    assert float(r["peak_memory_bandwidth_gbps"]) == pytest.approx(peaks["memory_bandwidth_gbps"], rel=1e-4)
+
+
+def test_summary_report_and_charts_explain_the_numbers(sweep):
+    proc, out = sweep
+    assert "MBU" in proc.stdout and "x roofline" in proc.stdout
+    report = (out / "plots" / "report.md").read_text()
+    assert "| MBU there | MFU there | x roofline there |" in report
+    assert (out / "plots" / "mbu_vs_batch_size.png").stat().st_size > 10_000
+    assert len(list((out / "plots").glob("roofline_*.png"))) == 1
