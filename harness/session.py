@@ -26,10 +26,9 @@ from harness.sweep import EntryPlan
 from harness.worker import WorkerJob
 from harness.writers import ResultsDir, read_rows, result_row
 
-# Keys whose change makes earlier rows incomparable with new ones.
+PEAKS_CACHE = "hardware_peaks.json"  # the CPU probe's figures, per dtype (harness/hardware.py)
 # Keys whose change makes earlier rows incomparable with new ones (the axes themselves, batch sizes, lengths, rates
 # and caps, may grow: new points are simply run).
-PEAKS_CACHE = "hardware_peaks.json"  # the CPU probe's figures, per dtype (harness/hardware.py)
 RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "num_warmup_batches", "seed",
                "scenario", "stream.arrival", "stream.num_requests", "stream.num_warmup_requests", "stream.seed",
                "stream.slo")
@@ -123,11 +122,13 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
 def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpec, out: ResultsDir, done: set,
                     manifest: dict) -> PointExplainer:
     """Each entry's peaks (harness/hardware.py), recorded in the manifest: datasheet figures for a GPU, the probe's
-    for a CPU (run only when a CPU entry has points left to run; cached in the results folder)."""
+    for a CPU (run only when a CPU entry has batch points left to run; cached in the results folder). Stream points
+    are held against a price only (their batch varies), so a stream sweep needs no peaks."""
     gpus = [g["name"] for g in manifest["hardware"]["gpus"]]
     peaks, devices, described = {}, {}, {}
     for plan in plans:
-        if all(pp.skip_reason or point_key(plan.label, pp.point) in done for pp in plan.points):
+        if config.scenario != "batch" or all(pp.skip_reason or point_key(plan.label, pp.point) in done
+                                             for pp in plan.points):
             continue
         device, dtype = plan.placement.device, run_context(config, model, plan).dtype
         peaks[plan.label] = entry_peaks(device, dtype, config.hardware, gpus, out.path / PEAKS_CACHE)
@@ -136,7 +137,8 @@ def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpe
         described[plan.label] = ({**dataclasses.asdict(found), "devices": devices[plan.label], "dtype": dtype}
                                  if found else "unknown: this GPU is not in harness/peaks.yaml; set hardware.gpu or "
                                  "hardware.peak_memory_bandwidth_gbps and hardware.peak_tflops")
-    manifest["hardware_peaks"] = described
+    if described:
+        manifest["hardware_peaks"] = described
     return PointExplainer(Shape.of(model), peaks, devices, config.hardware.cost_per_hour)
 
 
