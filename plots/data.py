@@ -255,6 +255,12 @@ def prompts_text(rows: pd.DataFrame) -> str:
     return f", prompts: {', '.join(files)}" if files else ""
 
 
+def table_head(header: str, text_columns: int) -> List[str]:
+    """A markdown table's header and separator: the first `text_columns` left-aligned, the numbers right-aligned."""
+    columns = header.count("|") - 1
+    return [header, "|" + "|".join(["---"] * text_columns + ["--:"] * (columns - text_columns)) + "|"]
+
+
 def unique_text(rows: pd.DataFrame, column: str) -> str:
     """The distinct values of a column, joined: the model and dtype part of a title."""
     return ", ".join(dict.fromkeys(rows[column].astype(str)))

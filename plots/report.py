@@ -105,7 +105,7 @@ SUMMARY_HEADER = ("| series | input | output | points ok | peak throughput (toke
 
 def summary_table(table: pd.DataFrame) -> List[str]:
     """One row per series and length pair: the throughput end and the latency end of its curve."""
-    rows = [SUMMARY_HEADER, _separator()]
+    rows = data.table_head(SUMMARY_HEADER, 3)
     for series in data.series_order(table):
         of_series = table[table[data.SERIES] == series]
         for input_length, output_length in data.length_pairs(of_series):
@@ -113,11 +113,6 @@ def summary_table(table: pd.DataFrame) -> List[str]:
             group = of_series[same_lengths]
             rows.append(_summary_row(series, input_length, output_length, group))
     return rows
-
-
-def _separator() -> str:
-    columns = SUMMARY_HEADER.count("|") - 1
-    return "|" + "|".join(["---"] * 3 + ["--:"] * (columns - 3)) + "|"
 
 
 def _summary_row(series: str, input_length: int, output_length: int, group: pd.DataFrame) -> str:

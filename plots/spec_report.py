@@ -34,8 +34,7 @@ def spec_lines(table: pd.DataFrame) -> List[str]:
 
 
 def spec_table(rows: pd.DataFrame) -> List[str]:
-    columns = SPEC_HEADER.count("|") - 1
-    lines = [SPEC_HEADER, "|" + "|".join(["---"] * 2 + ["--:"] * (columns - 2)) + "|"]
+    lines = data.table_head(SPEC_HEADER, 2)
     for series in data.series_order(rows):
         of_series = rows[rows[SERIES] == series]
         for _, r in of_series.sort_values(["input_length", "output_length", "batch_size", "request_rate"]).iterrows():

@@ -33,8 +33,7 @@ def stream_lines(rows: pd.DataFrame) -> List[str]:
 
 
 def stream_table(group: pd.DataFrame) -> List[str]:
-    columns = STREAM_HEADER.count("|") - 1
-    lines = [STREAM_HEADER, "|" + "|".join(["---"] * 2 + ["--:"] * (columns - 2)) + "|"]
+    lines = data.table_head(STREAM_HEADER, 2)
     for series in data.series_order(group):
         of_series = group[group[SERIES] == series]
         ok = (of_series["status"] == data.PLOTTED_STATUS).sum()
