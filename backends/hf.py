@@ -10,6 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from transformers.generation.streamers import BaseStreamer
 
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
+from backends.hf_assisted import AssistedGeneration
 from backends.hf_continuous import CB_PAGE_SIZE, ContinuousBatcher, cb_sizes
 from harness import speculative, weights
 from harness.config import opt
@@ -19,7 +20,7 @@ from harness.models import ModelSpec, architecture
 from harness.static_batching import serve_static
 from harness.stream import StreamSpec, StreamTiming
 from harness.sweep import SweepPoint
-from harness.timing import BatchSpec, BatchTiming, SpecCounts
+from harness.timing import BatchSpec, BatchTiming
 
 CACHES = ("dynamic", "static")
 ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
@@ -130,28 +131,6 @@ class StepClock(BaseStreamer):
         pass
 
 
-class TargetPasses:
-    """Counts the target model's forward passes in assisted generation, and the positions each one runs.
-
-    A verifying pass runs the tokens not yet in the KV cache: the last emitted token plus the k proposed ones
-    (the first pass: the whole prompt plus them). It emits the accepted proposals plus one token of its own,
-    so over a sequence accepted = emitted - passes (docs/measurement.md, "Speculative decoding").
-    """
-
-    def __init__(self, net):
-        self.positions: List[int] = []
-        net.register_forward_pre_hook(self._count, with_kwargs=True)
-
-    def _count(self, module, args, kwargs) -> None:
-        ids = kwargs.get("input_ids")
-        self.positions.append((ids if ids is not None else args[0]).shape[-1])
-
-    def counts(self, prompt_tokens: int, emitted: int) -> SpecCounts:
-        proposed = [self.positions[0] - prompt_tokens] + [n - 1 for n in self.positions[1:]]
-        return SpecCounts(draft_steps=sum(c > 0 for c in proposed), proposed=sum(proposed),
-                          accepted=emitted - len(self.positions))
-
-
 class HFBackend(Backend):
     """`scenario: batch`: each batch is one `generate` (assisted generation with `speculative`). `scenario:
     stream`: see `serve`."""
@@ -239,27 +218,7 @@ class HFBackend(Backend):
             model = AutoModelForCausalLM.from_pretrained(self.model.source, device_map=device, **kwargs)
         self._ready(model.eval().requires_grad_(False), device_sync(device))
         spec = self.options.speculative
-        if spec is not None:
-            self.draft = self._load_draft(spec, device, kwargs) if spec.method == "draft" else None
-            self._passes = TargetPasses(self.net)
-
-    def _load_draft(self, spec, device: str, kwargs: dict):
-        """The draft model, built like the target; it proposes exactly k tokens per step (a constant schedule and
-        no confidence cut-off, which transformers otherwise applies), as vLLM's draft does."""
-        from transformers import AutoModelForCausalLM
-
-        draft = speculative.draft_model(spec, self.model)
-        if draft.weights == "random":  # harness.weights seeds by name: the target's first layers, where shapes match
-            net = weights.build_empty(draft.hf_config, **kwargs)
-            weights.materialize(net, device, init_range=weights.init_range_of(draft.hf_config))
-        else:  # the draft's checkpoint; for layers_of_target the target's, read as far as the fewer layers go
-            net = AutoModelForCausalLM.from_pretrained(draft.source, config=draft.hf_config, device_map=device,
-                                                       **kwargs)
-        config = net.generation_config
-        config.num_assistant_tokens = spec.num_speculative_tokens
-        config.num_assistant_tokens_schedule = "constant"
-        config.assistant_confidence_threshold = 0.0
-        return net.eval().requires_grad_(False)
+        self.assisted = AssistedGeneration(spec, self.net, self.model, device, kwargs) if spec is not None else None
 
     def _ready(self, net, sync: Callable[[], None]) -> None:
         """What `run` needs once the model is built (here or in a subclass): the module whose `generate` is
@@ -271,6 +230,7 @@ class HFBackend(Backend):
         self._configs: Dict[tuple, object] = {}
         self._sync = sync
         self._continuous = None  # a ContinuousBatcher, once a stream asks for batching: continuous
+        self.assisted: Optional[AssistedGeneration] = None  # `load` builds it for an entry with `speculative`
 
     def run(self, batch: BatchSpec) -> BatchTiming:
         return self._generate(batch)[0]
@@ -284,10 +244,7 @@ class HFBackend(Backend):
         input_ids, attention_mask = self._inputs(batch)
         config = self._generation_config(batch)
         clock = StepClock(self._sync)
-        spec = self.options.speculative
-        assisted = {} if spec is None or self.draft is None else {"assistant_model": self.draft}
-        if spec is not None:
-            self._passes.positions.clear()
+        assisted = self.assisted.generate_kwargs() if self.assisted is not None else {}
         with torch.inference_mode():
             if batch.seeds:
                 torch.manual_seed(batch.seeds[0])  # generate samples from one global generator: a seed per batch
@@ -302,7 +259,7 @@ class HFBackend(Backend):
         # Every sequence gets its first token in the same step; each one's last is the step of its own last token
         # (a static batch keeps stepping until its longest sequence is done).
         last = tuple(clock.stamps[n - 1] for n in produced)
-        counts = None if spec is None else self._passes.counts(input_ids.shape[1], produced[0])
+        counts = self.assisted.counts(input_ids.shape[1], produced[0]) if self.assisted is not None else None
         return BatchTiming(start, clock.stamps[0], max(last), end, produced,
                            request_first_token_s=(clock.stamps[0],) * batch.batch_size, request_last_token_s=last,
                            token_ids=tuple(tuple(row[:n]) for row, n in zip(generated, produced)),
@@ -329,10 +286,8 @@ class HFBackend(Backend):
         info = {"device": self.placement.device, "torch_threads": torch.get_num_threads(),
                 "attn_implementation": self.net.config._attn_implementation,
                 "architecture": self.built_architecture()}
-        spec = self.options.speculative
-        if spec is not None:
-            info["speculative"] = {"method": spec.method, "num_speculative_tokens": spec.num_speculative_tokens,
-                                   "draft_architecture": architecture(self.draft.config) if self.draft else None}
+        if self.assisted is not None:
+            info["speculative"] = self.assisted.describe()
         if self.shape.scenario == "stream" and "stream" in self.scenarios:
             o = self.options
             if o.batching == "static":
@@ -355,7 +310,7 @@ class HFBackend(Backend):
         if self._continuous is not None:
             self._continuous.close()
             self._continuous = None
-        self.draft = None
+        self.assisted = None
         del self.net
         if self.placement.device == "cuda":
             torch.cuda.empty_cache()
@@ -384,9 +339,7 @@ class HFBackend(Backend):
 
             n, s = batch.max_output_tokens, batch.sampling
             sampling = {} if s.greedy else dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k)
-            spec = self.options.speculative
-            lookup = {} if spec is None or not spec.lookup else dict(
-                prompt_lookup_num_tokens=spec.num_speculative_tokens, max_matching_ngram_size=spec.prompt_lookup_max)
+            lookup = AssistedGeneration.config_fields(self.options.speculative)
             config = GenerationConfig(
                 max_new_tokens=n, min_new_tokens=n if batch.forced else None, do_sample=not s.greedy, num_beams=1,
                 use_cache=True, eos_token_id=self.eos_ids, pad_token_id=self.pad_id, **sampling, **lookup,
