@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
+from backends.vllm_speculative import SPEC_METHODS, spec_totals, speculative_config
 from harness import speculative
 from harness.config import opt
 from harness.errors import UserError
@@ -25,7 +26,7 @@ from harness.memory import (GiB, DeviceMemoryInUse, MemoryEstimate, ProcessTreeM
                             kv_cache_bytes)
 from harness.models import TORCH_DTYPES, ModelSpec
 from harness.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
-from harness.timing import BatchSpec, BatchTiming, SpecCounts
+from harness.timing import BatchSpec, BatchTiming
 
 CPU_KV_CACHE_DEFAULT_BYTES = 2 * GiB
 # How long the async engine's processes get to exit on their own at close(); vLLM's default is 5 s, and a CPU
@@ -40,11 +41,6 @@ OPTION_ARGS = {
     "enable_prefix_caching": "enable_prefix_caching", "max_model_len": "max_model_len",
     "speculative_config": "speculative",
 }
-# vLLM's spec-decode counters (Prometheus, in this process) -> SpecCounts fields.
-SPEC_COUNTERS = {"vllm:spec_decode_num_drafts": "draft_steps", "vllm:spec_decode_num_draft_tokens": "proposed",
-                 "vllm:spec_decode_num_accepted_tokens": "accepted"}
-# vLLM's name for each speculative.method.
-SPEC_METHODS = {"ngram": "ngram", "prompt_lookup": "ngram", "draft": "draft_model", "eagle": "eagle"}
 
 
 @dataclass
@@ -231,35 +227,9 @@ class VLLMBackend(Backend):
         if self.shape.max_batch_size > 256:
             args["max_num_seqs"] = self.shape.max_batch_size
         if o.speculative is not None:
-            args["speculative_config"] = self._speculative_config(o.speculative)
+            tmp = getattr(self, "_tmp", None)  # a random-weight target's config folder: a random draft's goes beside it
+            args["speculative_config"] = speculative_config(o.speculative, self.model, tmp and Path(tmp.name))
         return {**args, **o.engine_args}
-
-    def _speculative_config(self, spec) -> Dict[str, Any]:
-        """vLLM's `speculative_config` for the entry's `speculative` section. A random-weight draft is a config
-        folder loaded with dummy weights like the target's: vLLM fills every parameter from one seed, so the
-        first layers of the target and a `layers_of_target` draft hold the same values."""
-        config: Dict[str, Any] = {"method": SPEC_METHODS[spec.method], "num_speculative_tokens":
-                                  spec.num_speculative_tokens}
-        if spec.lookup:
-            config.update(prompt_lookup_max=spec.prompt_lookup_max, prompt_lookup_min=spec.prompt_lookup_min)
-        elif spec.method == "eagle":
-            config["model"] = spec.draft.name_or_path
-        else:
-            draft = speculative.draft_model(spec, self.model)
-            random = draft.weights == "random"
-            config["model"] = str(draft.write_config_folder(Path(self._tmp.name) / "draft")) if random else draft.source
-        return config
-
-    @staticmethod
-    def _spec_totals():
-        """vLLM's spec-decode counters so far (the frontend's Prometheus registry, summed over engines)."""
-        from vllm.v1.metrics.reader import get_metrics_snapshot
-
-        totals = dict.fromkeys(SPEC_COUNTERS.values(), 0)
-        for metric in get_metrics_snapshot():
-            if metric.name in SPEC_COUNTERS:
-                totals[SPEC_COUNTERS[metric.name]] += int(metric.value)
-        return SpecCounts(**totals)
 
     def _model_folder(self) -> str:
         if self.model.weights == "pretrained":
@@ -284,12 +254,12 @@ class VLLMBackend(Backend):
         prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in batch.prompts]
         params = sampling_params(batch)
         speculating = self.options.speculative is not None
-        before = self._spec_totals() if speculating else None
+        before = spec_totals() if speculating else None
         start = time.perf_counter()
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         end = time.perf_counter()
         timing = self._timing(start, end, outputs)
-        return dataclasses.replace(timing, spec=self._spec_totals() - before) if speculating else timing
+        return dataclasses.replace(timing, spec=spec_totals() - before) if speculating else timing
 
     @staticmethod
     def _timing(start: float, end: float, outputs) -> BatchTiming:
@@ -347,12 +317,12 @@ class VLLMBackend(Backend):
 
         if self.options.speculative is None:
             return run_stream(stream, submit, loop=self._loop)
-        before = self._spec_totals()
+        before = spec_totals()
         timing = run_stream(stream, submit, loop=self._loop)
         # The engine's output handler records a step's stats after handing its outputs over, possibly a turn of
         # the loop later than the last request saw its last token: let it run before reading the counters.
         self._loop.run_until_complete(asyncio.sleep(0.05))
-        return dataclasses.replace(timing, spec=self._spec_totals() - before)
+        return dataclasses.replace(timing, spec=spec_totals() - before)
 
     def cannot_run(self, batch_size: int, input_length: int, output_length: int) -> Optional[str]:
         """A batch the engine cannot hold at once would be queued or preempted: no longer one static batch."""

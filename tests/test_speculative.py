@@ -3,6 +3,7 @@ generation in process (prompt lookup, a draft of the target's own first layers, 
 target, whose every proposal must be accepted: the counting checked against arithmetic)."""
 
 import dataclasses
+import json
 
 import pytest
 
@@ -165,3 +166,18 @@ def test_engines_skip_what_they_cannot_run(four_layers):
         options = cls.Options(name=engine, speculative=parse(NGRAM, "s"))
         scenario = cls.scenarios[0]
         assert "does not run speculative method ngram" in cls.unsupported(options, scenario, four_layers)
+
+
+def test_vllm_speculative_config_for_each_method(four_layers, tmp_path):
+    from backends.vllm_speculative import speculative_config
+
+    lookup = speculative_config(parse(NGRAM | {"prompt_lookup_min": 2}, "s"), four_layers, tmp_path)
+    assert lookup == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    own = parse({"method": "draft", "num_speculative_tokens": 3, "draft": {"layers_of_target": 1}}, "s")
+    config = speculative_config(own, four_layers, tmp_path)
+    assert config["method"] == "draft_model" and config["num_speculative_tokens"] == 3
+    written = json.loads((tmp_path / "draft" / "config.json").read_text())
+    assert config["model"] == str(tmp_path / "draft") and written["num_hidden_layers"] == 1
+    assert written["vocab_size"] == four_layers.hf_config.vocab_size
+    eagle = parse({"method": "eagle", "num_speculative_tokens": 2, "draft": {"name_or_path": "org/eagle-head"}}, "s")
+    assert speculative_config(eagle, four_layers, None)["model"] == "org/eagle-head"
