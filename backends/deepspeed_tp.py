@@ -200,6 +200,11 @@ class RankDevicePeak(PeakMemory):
 
         return torch.cuda.max_memory_allocated(torch.cuda.current_device())
 
+    def current(self) -> int:
+        import torch
+
+        return torch.cuda.memory_allocated(torch.cuda.current_device())
+
 
 def canonical_names(model) -> Dict[str, str]:
     """Every parameter name -> the name its values are drawn under: the first one, as hf's build sees it."""

@@ -26,6 +26,7 @@ from harness.memory import (GiB, DeviceMemoryInUse, MemoryEstimate, ProcessTreeM
                             kv_cache_bytes)
 from harness.models import TORCH_DTYPES, ModelSpec
 from harness.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
+from harness.sweep import SweepShape
 from harness.timing import BatchSpec, BatchTiming
 
 CPU_KV_CACHE_DEFAULT_BYTES = 2 * GiB
@@ -161,10 +162,14 @@ class VLLMBackend(Backend):
         kv = max(estimate.kv_cache_bytes, options.kv_cache_memory_bytes or CPU_KV_CACHE_DEFAULT_BYTES)
         return MemoryEstimate(estimate.weights_bytes, kv, estimate.activation_bytes)
 
-    def load(self) -> None:
-        self._check_same_clock()
+    def __init__(self, options: VLLMOptions, model: ModelSpec, shape: SweepShape):
+        super().__init__(options, model, shape)
+        # The engine computes in child processes (CPU) or holds its GPU memory there: this process's counters miss it.
         cpu = self.placement.device == "cpu"
         self.peak_memory = ProcessTreeMemory() if cpu else DeviceMemoryInUse(self.placement.num_devices)
+
+    def load(self) -> None:
+        self._check_same_clock()
         if self.shape.scenario == "stream":
             vllm_config = self._load_async()
         else:
@@ -330,9 +335,10 @@ class VLLMBackend(Backend):
             return f"vLLM runs at most {self.scheduler.max_num_seqs} sequences at once (max_num_seqs)"
         blocks_per_seq = -(-(input_length + output_length) // self.cache.block_size)
         if batch_size * blocks_per_seq > self.cache.num_gpu_blocks:
-            return (f"vLLM's KV cache holds {self._capacity_tokens()} tokens; this batch needs "
-                    f"{batch_size * (input_length + output_length)} (raise kv_cache_memory_bytes or "
-                    f"gpu_memory_utilization)")
+            # Sequences take whole blocks: a batch can need more than its tokens suggest.
+            return (f"vLLM's KV cache holds {self.cache.num_gpu_blocks} blocks of {self.cache.block_size} tokens; "
+                    f"this batch needs {batch_size * blocks_per_seq} ({blocks_per_seq} per sequence of "
+                    f"{input_length + output_length} tokens; raise kv_cache_memory_bytes or gpu_memory_utilization)")
         return None
 
     def _capacity_tokens(self) -> int:

@@ -139,8 +139,11 @@ class SweepConfig:
     )
     scenario: str = opt("batch", help="batch: static batches of batch_sizes, one at a time | stream: requests "
                         "arriving over time (see `stream`).")
-    batch_sizes: Optional[List[int]] = opt(None, help="Sequences per batch, all submitted together (scenario: "
-                                           "batch).")
+    # Any: a list or `auto`; `validate` checks which.
+    batch_sizes: Any = opt(None, help="Sequences per batch, all submitted together (scenario: batch), or `auto`: "
+                           "per entry and length pair, search for the largest batch that runs (see max_batch_size).")
+    max_batch_size: Optional[int] = opt(None, help="With batch_sizes: auto, the largest batch the search tries "
+                                        "(default 1024).")
     stream: StreamConfig = opt(factory=StreamConfig, help="Request streams (scenario: stream).")
     workload: Any = opt(
         factory=lambda: {"prompts": "random"}, help="What the prompts are: random token ids (default) or a prompt "
@@ -336,13 +339,35 @@ def _validate_scenario(config: SweepConfig) -> None:
         raise UserError(f"scenario: {config.scenario!r} is not one of {', '.join(SCENARIOS)}")
     if config.scenario == "batch":
         if config.batch_sizes is None:
-            raise UserError("batch_sizes: required with scenario: batch, e.g. batch_sizes: [1, 8]")
-        _check_positive_list("batch_sizes", config.batch_sizes)
+            raise UserError("batch_sizes: required with scenario: batch, e.g. batch_sizes: [1, 8], or auto")
+        _validate_batch_sizes(config)
         return
-    if config.batch_sizes is not None:
-        raise UserError("batch_sizes: not used with scenario: stream (requests arrive over time at "
-                        "stream.request_rates); remove batch_sizes or set scenario: batch")
+    for key in ("batch_sizes", "max_batch_size"):
+        if getattr(config, key) is not None:
+            raise UserError(f"{key}: not used with scenario: stream (requests arrive over time at "
+                            f"stream.request_rates); remove {key} or set scenario: batch")
     _validate_stream(config.stream)
+
+
+def _validate_batch_sizes(config: SweepConfig) -> None:
+    if _is_int(config.batch_sizes):
+        config.batch_sizes = [config.batch_sizes]
+    if config.batch_sizes != "auto":
+        if not isinstance(config.batch_sizes, list):
+            raise UserError(f"batch_sizes: must be a list of positive integers or auto, got {config.batch_sizes!r}")
+        for i, size in enumerate(config.batch_sizes):
+            if not _is_int(size):
+                raise UserError(f"batch_sizes[{i}]: expected an integer, got {size!r}")
+        _check_positive_list("batch_sizes", config.batch_sizes)
+        if config.max_batch_size is not None:
+            raise UserError("max_batch_size: bounds the search of batch_sizes: auto; with a list of batch sizes, "
+                            "remove it")
+    elif config.max_batch_size is not None and config.max_batch_size < 1:
+        raise UserError(f"max_batch_size: must be at least 1, got {config.max_batch_size}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _validate_stream(stream: StreamConfig) -> None:

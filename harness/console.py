@@ -36,6 +36,8 @@ def print_plan(plans: List[EntryPlan]) -> None:
         for pp in plan.points:
             p = pp.point
             verdict = "yes" if pp.skip_reason is None else "no: " + ("over memory" if pp.over_memory else pp.skip_reason)
+            if pp.search:
+                verdict += f": search from bs {pp.search.start}, at most {pp.search.limit}"
             table.add_row(plan.label, device, _load(p.batch_size, p.request_rate, p.max_concurrency),
                           str(p.input_length), str(p.output_length),
                           f"{pp.estimate.total_bytes / GiB:.2f} GiB", f"{plan.budget_bytes / GiB:.1f} GiB", verdict)
@@ -98,7 +100,9 @@ def point_line(row: Dict[str, object]) -> str:
     head = f"[{row['backend']}] {load} in={row['input_length']} out={row['output_length']}"
     if row["status"] != "ok":
         return f"{head} {row['status']}: {row['error']}"
-    if row.get("rate_search") == "result":
+    if row.get("search") == "result":
+        if row["scenario"] == "batch":
+            return f"{head} ok  largest batch that ran: {row['max_batch_size_found']} ({row['search_probes']})"
         return f"{head} ok  highest rate within the SLO: {_num(row['max_rate_within_slo'], '.3g')} req/s ({row['search_probes']})"
     if row["scenario"] == "stream":
         return (f"{head} ok  ttft p50 {_num(row['ttft_ms_p50'])} / p99 {_num(row['ttft_ms_p99'])} ms  "
@@ -130,7 +134,7 @@ class SweepProgress:
 
     def point_done(self, row: Dict[str, object]) -> None:
         self.progress.console.print(point_line(row), markup=False)
-        if row.get("rate_search") != "probe":  # a rate search's probes are steps of one planned point
+        if row.get("search") != "probe":  # a search's probes are steps of one planned point
             self.progress.advance(self.task)
 
 
@@ -141,7 +145,7 @@ def print_summary(rows: List[Dict[str, str]]) -> None:
         _batch_summary(batch)
     if stream:
         _stream_summary(stream)
-    speculative = [r for r in rows if r.get("spec_method") and r.get("rate_search") != "result"]
+    speculative = [r for r in rows if r.get("spec_method") and r.get("search") != "result"]
     if speculative:
         _spec_summary(speculative)
 
@@ -179,7 +183,7 @@ def _stream_summary(rows: List[Dict[str, str]]) -> None:
                "E2E p99", "tokens/s", "SLO met", "goodput", "slip p99")
     for name in columns:
         table.add_column(name, justify="left" if name in ("backend", "status") else "right")
-    measured = [r for r in rows if r.get("rate_search") != "result"]
+    measured = [r for r in rows if r.get("search") != "result"]
     for r in measured:
         attained = _num(float(r["slo_attainment"]) * 100, ".0f") + "%" if r["slo_attainment"] else "-"
         table.add_row(r["backend"], _load(None, r["request_rate"], r["max_concurrency"]), r["input_length"],
@@ -189,7 +193,7 @@ def _stream_summary(rows: List[Dict[str, str]]) -> None:
                       _num(r["send_slip_ms_p99"], ".2f"))
     console.print(table)
     for r in rows:
-        if r.get("rate_search") == "result" and r["status"] == "ok":
+        if r.get("search") == "result" and r["status"] == "ok":
             cap = f", cap {r['max_concurrency']}" if r["max_concurrency"] else ""
             found = (f"{float(r['max_rate_within_slo']):.3g} req/s" if r["max_rate_within_slo"]
                      else "none of the rates probed")
@@ -209,12 +213,20 @@ def _batch_summary(rows: List[Dict[str, str]]) -> None:
                "MFU", "x roofline")
     for name in columns:
         table.add_column(name, justify="left" if name in ("backend", "status") else "right")
+    searches = [r for r in rows if r.get("search") == "result"]
     for r in rows:
-        table.add_row(r["backend"], r["batch_size"], r["input_length"], r["output_length"], r["status"],
+        if r.get("search") == "result":
+            continue
+        batch = r["batch_size"] + (" (max)" if r.get("max_batch") == "true" else "")
+        table.add_row(r["backend"], batch, r["input_length"], r["output_length"], r["status"],
                       _num(r["latency_ms_mean"]), _num(r["ttft_ms_mean"]), _num(r["tpot_ms_mean"], ".2f"),
                       _num(r["throughput_tokens_per_s"]), _num(r.get("mbu"), ".2f"), _num(r.get("mfu"), ".3f"),
                       _num(r.get("roofline_ratio"), ".1f"))
     console.print(table)
+    for r in searches:
+        found = r["max_batch_size_found"] or "none"
+        console.print(f"{r['backend']} (in={r['input_length']} out={r['output_length']}): largest batch that ran: "
+                      f"{found} ({r['search_probes']})")
     for r in rows:
         if r.get("roofline_ratio") and float(r["roofline_ratio"]) < 1:
             console.print(f"warning: {r['backend']} at bs {r['batch_size']} in={r['input_length']} "

@@ -139,7 +139,8 @@ def _handle(kind: str, payload, state: Supervision, emit) -> None:
     elif kind == "started":
         state.in_flight = next(pp for pp in state.todo if pp.point == payload)
     elif kind == "result":
-        state.in_flight = None
+        if state.in_flight is not None and state.in_flight.point == payload.point:
+            state.in_flight = None  # a search's probes come before its own result: the search is still in flight
         state.reported.add(payload.point)
         emit(payload)
     elif kind == "done":
@@ -206,7 +207,10 @@ def _report_unfinished(job: WorkerJob, state: Supervision, emit, reason: str, lo
             message = f"worker {reason} while loading the model (log: {log})"
         else:
             message = f"not run: the {job.context.backend} worker {reason} earlier (log: {log})"
-        emit(PointResult(job.context, pp.point, "error", message, estimated_memory_bytes=pp.estimate.total_bytes))
+        # A search's row, even a failed one, keeps the probes it already reported on --resume (ResultsDir.open).
+        search = "result" if pp.point.batch_search or pp.point.rate_search else ""
+        emit(PointResult(job.context, pp.point, "error", message, estimated_memory_bytes=pp.estimate.total_bytes,
+                         search=search))
 
 
 def free_port() -> int:

@@ -77,13 +77,18 @@ class PointResult:
     peak_memory_bytes: Optional[int] = None
     load_time_s: Optional[float] = None
     estimated_memory_bytes: Optional[int] = None
+    # The same counter as peak_memory_bytes before the engine loaded (the host's RSS holds the interpreter and
+    # libraries): the peak minus it is what the engine and the point added, what the estimate predicts.
+    memory_before_load_bytes: Optional[int] = None
     engine_stats: Dict[str, object] = field(default_factory=dict)  # the engine's own figures, e.g. KV capacity
     token_ids: Optional[Tuple[Tuple[int, ...], ...]] = field(default=None, repr=False)  # first timed batch
     tokens_identical_share: Optional[float] = None  # vs the reference entry (crosscheck.py), same point
-    # request_rates: auto: "probe" for each rate the search measured, "result" for the search's own row
-    rate_search: str = ""
-    max_rate_within_slo: Optional[float] = None  # the result row: highest sustained rate probed (None: none met)
-    search_probes: str = ""  # the result row: every probe and whether it met the SLO
+    # request_rates: auto and batch_sizes: auto: "probe" for each rate or batch the search measured, "result"
+    # for the search's own row
+    search: str = ""
+    search_probes: str = ""  # the result row: every probe and how it went
+    max_rate_within_slo: Optional[float] = None  # a rate search's result: highest sustained rate (None: none met)
+    max_batch_size_found: Optional[int] = None  # a batch search's result: largest batch that ran (None: none)
     spec_method: str = ""  # the entry's speculative.method, "" without speculation
     spec_tokens: Optional[int] = None  # its num_speculative_tokens
     spec_baseline: str = ""  # the entry without speculation it is compared with (speedup, tokens)
@@ -103,9 +108,9 @@ class PointResult:
         return bool(self.samples) or self.stream is not None
 
 
-PointKey = Tuple[str, str, Optional[int], int, int, Optional[float], Optional[int]]
+PointKey = Tuple[str, str, str, Optional[int], int, int, Optional[float], Optional[int]]
 
 
 def point_key(backend: str, point: SweepPoint) -> PointKey:
-    return (backend, point.workload, point.batch_size, point.input_length, point.output_length, point.request_rate,
-            point.max_concurrency)
+    return (backend, point.scenario, point.workload, point.batch_size, point.input_length, point.output_length,
+            point.request_rate, point.max_concurrency)

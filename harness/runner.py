@@ -19,6 +19,7 @@ from harness.energy import EnergyMeter
 from harness.errors import ShortOutputError
 from harness.metrics import slo_met, summarize_stream
 from harness.models import ModelSpec
+from harness.batchsearch import BatchSearch
 from harness.ratesearch import RateSearch
 from harness.records import SLO, BatchSample, PointResult, RunContext, point_key
 from harness.stream import StreamSpec, StreamTiming
@@ -56,6 +57,7 @@ class EntryRunner:
         self.engine_stats: Dict[str, object] = {}
         self.first_token_ids = None  # of the point's first timed batch, for cross-checking engines
         self.energy_meter: Optional[EnergyMeter] = None  # the entry's GPUs' energy counters, where NVML has them
+        self.memory_before_load_bytes: Optional[int] = None  # what peak_memory's counter held before the engine
 
     def run(self, done: Set[tuple]) -> None:
         todo = [pp for pp in self.plan.points if point_key(self.context.backend, pp.point) not in done]
@@ -66,7 +68,8 @@ class EntryRunner:
             if self.backend is not None:
                 self.backend.close()
 
-    def _run_point(self, pp: PlannedPoint) -> PointResult:
+    def _run_point(self, pp: PlannedPoint, announce: bool = True) -> PointResult:
+        """`announce`: tell the parent which planned point is in flight; a search's probes are not planned."""
         reason = pp.skip_reason or self._oom_skip_reason(pp.point)
         if reason:
             return self._result(pp, "skipped", reason)
@@ -80,13 +83,16 @@ class EntryRunner:
             return self._result(pp, "skipped", reason)
         if p.rate_search:
             return self._search_rate(pp)
-        return self._measure(pp)
+        if p.batch_search:
+            return self._search_batch(pp)
+        return self._measure(pp, announce)
 
     def _load(self) -> None:
         self.events.loading()
         start = time.perf_counter()
         try:
             backend = self.plan.backend_cls(self.plan.options, self.model, self.plan.shape)
+            self.memory_before_load_bytes = backend.peak_memory.current()
             backend.load()
         except Exception as e:
             status = "oom" if is_oom(e) else "error"
@@ -98,7 +104,7 @@ class EntryRunner:
         self.events.loaded({"load_time_s": self.load_time_s, **backend.runtime_info()})
 
     def _search_rate(self, pp: PlannedPoint) -> PointResult:
-        """`request_rates: auto`: every probe is reported as a stream point of its own (`rate_search` probe), then
+        """`request_rates: auto`: every probe is reported as a stream point of its own (`search` probe), then
         the search's result row; a probe that fails ends the search with that probe's status."""
         self.events.started(pp.point)
         s = self.config.stream.search
@@ -106,19 +112,53 @@ class EntryRunner:
         while (rate := search.next_rate()) is not None:
             probe = self._measure(PlannedPoint(dataclasses.replace(pp.point, request_rate=rate), pp.estimate),
                                   announce=False)
-            probe.rate_search = "probe"
+            probe.search = "probe"
             self.events.finished(probe)
             if probe.status != "ok":
-                return self._result(pp, probe.status, f"rate search stopped: the probe at {rate:g}/s: {probe.error}")
+                result = self._result(pp, probe.status, f"rate search stopped: the probe at {rate:g}/s: {probe.error}")
+                result.search = "result"  # keeps the probes on --resume
+                return result
             search.record(rate, slo_met(summarize_stream(probe.stream, probe.slo)["slo_attainment"], probe.slo))
         result = self._result(pp, "ok")
-        result.rate_search, result.max_rate_within_slo = "result", search.sustained
+        result.search, result.max_rate_within_slo = "result", search.sustained
         result.search_probes = search.describe()
         result.engine_stats = self.engine_stats
         return result
 
+    def _search_batch(self, pp: PlannedPoint) -> PointResult:
+        """`batch_sizes: auto`: every batch tried is reported as a point of its own (`search` probe), held to the
+        same checks as a planned one (the engine's limits, skip_larger_batches_after_oom), then the search's
+        result row. A probe that fails other than by memory ends the search with that probe's status."""
+        self.events.started(pp.point)
+        plan, p = pp.search, pp.point
+        search = BatchSearch(plan.start, plan.limit, plan.limit_reason)
+        failure = None
+        while failure is None and (size := search.next_batch()) is not None:
+            point = dataclasses.replace(p, batch_size=size, batch_search=False)
+            estimate = self.plan.backend_cls.estimate_memory(self.plan.options, self.model, size,
+                                                             self.workload.longest_input(point), p.output_length)
+            probe = self._run_point(PlannedPoint(point, estimate), announce=False)
+            probe.search = "probe"
+            self.events.finished(probe)
+            if probe.status == "error":
+                failure = f"batch search stopped: the probe at batch size {size}: {probe.error}"
+            else:
+                search.record(size, probe.status)
+        if failure:
+            result = self._result(pp, "error", failure)
+        elif search.largest_ok is None:  # the status of the one-sequence probe: oom, or skipped by the engine
+            result = self._result(pp, search.probes[-1][1], f"no batch ran: {search.describe()}")
+        else:
+            result = self._result(pp, "ok")
+            result.max_batch_size_found = search.largest_ok
+        result.search = "result"  # also keeps the probes of a failed search on --resume
+        result.search_probes = search.describe()
+        result.estimated_memory_bytes = None  # each probe's row has its own
+        result.engine_stats = self.engine_stats
+        return result
+
     def _measure(self, pp: PlannedPoint, announce: bool = True) -> PointResult:
-        if announce:  # the parent tracks planned points; a rate search's probes are not planned
+        if announce:  # the parent tracks planned points; a search's probes are not planned
             self.events.started(pp.point)
         self.first_token_ids = None
         self.backend.peak_memory.reset()
@@ -191,7 +231,7 @@ class EntryRunner:
             slo=SLO(slo.ttft_ms, slo.tpot_ms, slo.percentile) if pp.point.scenario == "stream" else None,
             num_warmup_batches=warmup if (samples or stream) else 0,
             load_time_s=self.load_time_s,
-            estimated_memory_bytes=pp.estimate.total_bytes,
+            estimated_memory_bytes=pp.estimate.total_bytes, memory_before_load_bytes=self.memory_before_load_bytes,
             spec_method=spec.method if spec else "", spec_tokens=spec.num_speculative_tokens if spec else None,
         )
 

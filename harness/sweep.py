@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional
 
+from harness.batchsearch import DEFAULT_MAX_BATCH_SIZE
 from harness.config import SweepConfig, entry_key
 from harness.hardware import cuda_device_count, planned_machine
 from harness.memory import GiB, MemoryEstimate, available_bytes, usable_cpus
@@ -27,6 +28,9 @@ class SweepPoint:
     A stream point has no batch size: its offered `request_rate` (requests/s; inf for a burst, every
     request at once; None for `request_rates: auto`, a search over rates) and `max_concurrency`
     (None: no cap) take its place.
+    `batch_sizes: auto` plans one batch point per length pair without a batch size (`batch_search`): the
+    runner searches for the largest batch that runs (harness/batchsearch.py) and reports each batch it
+    tried as a point of its own.
     """
 
     input_length: int
@@ -35,10 +39,11 @@ class SweepPoint:
     workload: str = "random"
     request_rate: Optional[float] = None
     max_concurrency: Optional[int] = None
+    batch_search: bool = False
 
     @property
     def scenario(self) -> str:
-        return "batch" if self.batch_size is not None else "stream"
+        return "batch" if self.batch_size is not None or self.batch_search else "stream"
 
     @property
     def rate_search(self) -> bool:
@@ -55,7 +60,7 @@ class SweepPoint:
     def describe(self) -> str:
         """`bs=8 in=128 out=64`, or `rate=4/s in=128 out=64` (`cap=8` when capped), for console lines."""
         if self.scenario == "batch":
-            load = f"bs={self.batch_size}"
+            load = "bs=auto" if self.batch_search else f"bs={self.batch_size}"
         elif self.rate_search:
             load = "rate=auto"
         else:
@@ -81,7 +86,7 @@ class SweepShape:
 def sweep_shape(points: List["PlannedPoint"], workload) -> SweepShape:
     """For a stream, the batch an engine may be handed at once is bounded by the cap, if any (else 0: the
     engine's own limit)."""
-    return SweepShape(max(concurrency(pp.point) for pp in points),
+    return SweepShape(max(pp.max_batch for pp in points),
                       max(workload.longest_input(pp.point) for pp in points),
                       max(pp.point.output_length for pp in points), points[0].point.scenario)
 
@@ -89,9 +94,27 @@ def sweep_shape(points: List["PlannedPoint"], workload) -> SweepShape:
 @dataclass(frozen=True)
 class PlannedPoint:
     point: SweepPoint
-    estimate: MemoryEstimate
+    estimate: MemoryEstimate  # a batch search's: at one sequence
     skip_reason: Optional[str] = None
     over_memory: bool = False  # skipped because the estimate exceeds the budget
+    search: Optional[BatchSearchPlan] = None  # batch_sizes: auto
+
+    @property
+    def max_batch(self) -> int:
+        """The most sequences the point hands the engine at once (0: a stream without a cap)."""
+        return self.search.limit if self.search else concurrency(self.point)
+
+
+@dataclass(frozen=True)
+class BatchSearchPlan:
+    """Where a `batch_sizes: auto` search starts (the planner's estimate, at most max_batch_size) and the
+    largest batch it may try: max_batch_size on a GPU, where the search may go past the estimate because an
+    out-of-memory error is caught there; on a host also the estimate, because running out of host memory kills
+    processes instead of raising."""
+
+    start: int
+    limit: int
+    limit_reason: str  # for the search's row when it stops there
 
 
 @dataclass
@@ -118,7 +141,9 @@ class EntryPlan:
 
 def sweep_points(config: SweepConfig, workload) -> List[SweepPoint]:
     lengths = list(itertools.product(workload.input_lengths(), config.output_lengths))
-    if config.scenario == "batch":
+    if config.batch_sizes == "auto":
+        points = [SweepPoint(i, o, None, workload.name, batch_search=True) for i, o in lengths]
+    elif config.scenario == "batch":
         points = [SweepPoint(i, o, b, workload.name) for (i, o), b in itertools.product(lengths, config.batch_sizes)]
     else:
         s = config.stream
@@ -129,8 +154,11 @@ def sweep_points(config: SweepConfig, workload) -> List[SweepPoint]:
 
 
 def concurrency(point: SweepPoint) -> int:
-    """Sequences an engine may hold at once for this point: the batch, or a stream's cap (0: no cap)."""
-    return point.batch_size if point.scenario == "batch" else (point.max_concurrency or 0)
+    """Sequences an engine may hold at once for this point: the batch (1 for a batch search, the least it
+    tries), or a stream's cap (0: no cap)."""
+    if point.scenario == "batch":
+        return point.batch_size or 1
+    return point.max_concurrency or 0
 
 
 def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, workload) -> List[EntryPlan]:
@@ -147,20 +175,38 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, worklo
             estimate = cls.estimate_memory(options, model, estimate_batch(cls, options, p), workload.longest_input(p),
                                            p.output_length)
             reason = missing or cls.point_unsupported(options, p)
-            over_memory = None if reason else _memory_skip(estimate, budget, placement.device, config)
-            points.append(PlannedPoint(p, estimate, reason or over_memory, over_memory is not None))
+            over_memory = None if reason else memory_skip(estimate, budget, placement.device, config)
+            search = None
+            if p.batch_search and not (reason or over_memory):
+                search = plan_batch_search(cls, options, model, p, workload.longest_input(p), budget,
+                                           placement.device, config)
+            points.append(PlannedPoint(p, estimate, reason or over_memory, over_memory is not None, search))
         plans.append(EntryPlan(options, cls, placement, budget, points, workload, missing))
     # Entries without speculation first: they are the baselines speculative entries are compared with as their
     # points finish (speed-up, tokens).
     return sorted(plans, key=lambda plan: plan.options.speculative is not None)
 
 
+def plan_batch_search(cls, options, model: ModelSpec, point: SweepPoint, longest_input: int, budget: int,
+                      device: str, config: SweepConfig) -> BatchSearchPlan:
+    from harness.planner import largest_fitting  # it plans from this module's points
+
+    cap = config.max_batch_size or DEFAULT_MAX_BATCH_SIZE
+    estimated = largest_fitting(lambda n: cls.estimate_memory(options, model, n, longest_input, point.output_length)
+                                .total_bytes <= budget, limit=cap)
+    if device == "cuda" or estimated == cap:
+        return BatchSearchPlan(estimated, cap, f"max_batch_size {cap}")
+    return BatchSearchPlan(estimated, estimated, f"a larger batch's memory estimate is over memory_fraction "
+                           f"({config.memory_fraction}) of free host memory")
+
+
 def estimate_batch(cls, options, point: SweepPoint) -> int:
     """The batch a point's memory estimate is for. A stream's engine holds at most its cap, or its own
     batch limit (`stream_batch_limit`), or, with neither, one sequence per estimate (engines that
-    preallocate, like vLLM, estimate their whole cache anyway)."""
+    preallocate, like vLLM, estimate their whole cache anyway). A batch search's is for one sequence:
+    each batch it tries is held against its own estimate."""
     if point.scenario == "batch":
-        return point.batch_size
+        return point.batch_size or 1
     limits = [n for n in (point.max_concurrency, cls.stream_batch_limit(options)) if n]
     return min(limits) if limits else 1
 
@@ -187,7 +233,7 @@ def free_bytes(placement) -> int:
     return available_bytes(placement.device, placement.num_devices)
 
 
-def _memory_skip(estimate: MemoryEstimate, budget: int, device: str, config: SweepConfig) -> Optional[str]:
+def memory_skip(estimate: MemoryEstimate, budget: int, device: str, config: SweepConfig) -> Optional[str]:
     if estimate.total_bytes <= budget:
         return None
     return (

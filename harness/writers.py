@@ -35,9 +35,10 @@ STREAM_COLUMNS = (
     + [f"{m}_{s}" for m in ("itl_ms", "e2e_ms") for s in STATS]
     + ["slo_ttft_ms", "slo_tpot_ms", "slo_percentile", "slo_attainment", "goodput", "max_concurrency_reached",
        "send_slip_ms_p50", "send_slip_ms_p99", "queue_ms_mean"]
-    # request_rates: auto: each probe is a stream row marked "probe"; the search's own row "result" holds its answer
-    + ["rate_search", "max_rate_within_slo", "search_probes"]
 )
+# request_rates: auto and batch_sizes: auto: each probe is a row of its own marked "probe"; the search's own row,
+# "result", holds its answer and the probes in order; max_batch is "true" on the row of the largest batch that ran.
+SEARCH_COLUMNS = ["search", "search_probes", "max_rate_within_slo", "max_batch_size_found", "max_batch"]
 # Entries with a `speculative` section (docs/measurement.md, "Speculative decoding"): the method, the engine's
 # counters, and the comparison with spec_baseline, the same engine without speculation.
 SPEC_COLUMNS = ["spec_method", "spec_tokens", *SPEC_FIGURES, "spec_baseline", "speedup_vs_baseline"]
@@ -49,8 +50,8 @@ RESULT_COLUMNS = (
     + [f"{m}_{s}" for m in ("latency_ms", "ttft_ms", "tpot_ms") for s in STATS]
     + ["throughput_tokens_per_s", "prefill_tokens_per_s", "latency_per_output_token_ms"] + TOKEN_COLUMNS
     + [f"{m}_{s}" for m in REQUEST_METRICS for s in REQUEST_STATS]
-    + ["peak_memory_bytes", "estimated_memory_bytes", "load_time_s"]
-    + STREAM_COLUMNS + ENGINE_COLUMNS + SPEC_COLUMNS + CROSSCHECK_COLUMNS
+    + ["peak_memory_bytes", "memory_before_load_bytes", "estimated_memory_bytes", "load_time_s"]
+    + STREAM_COLUMNS + SEARCH_COLUMNS + ENGINE_COLUMNS + SPEC_COLUMNS + CROSSCHECK_COLUMNS
     # What the numbers mean (docs/measurement.md): the entry's peaks, MBU, MFU, the roofline, the price per token,
     # and the energy NVML measured on the entry's GPUs.
     + ROOFLINE_COLUMNS + ["energy_j_per_output_token", "avg_power_w"]
@@ -71,16 +72,18 @@ def result_row(result: PointResult) -> Dict[str, object]:
     row = _keys(result)
     row.update(status=result.status, error=result.error, peak_memory_bytes=result.peak_memory_bytes,
                estimated_memory_bytes=result.estimated_memory_bytes, load_time_s=result.load_time_s,
+               memory_before_load_bytes=result.memory_before_load_bytes if result.measured else None,
                tokens_identical_share=result.tokens_identical_share, spec_method=result.spec_method,
                spec_tokens=result.spec_tokens, spec_baseline=result.spec_baseline,
-               speedup_vs_baseline=result.speedup_vs_baseline)
+               speedup_vs_baseline=result.speedup_vs_baseline, search=result.search,
+               search_probes=result.search_probes)
     if result.point.scenario == "batch":
-        row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches)
+        row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches,
+                   max_batch_size_found=result.max_batch_size_found)
     else:
         slo = result.slo
         row.update(num_warmup_requests=result.num_warmup_batches, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms,
-                   slo_percentile=slo.percentile, rate_search=result.rate_search,
-                   max_rate_within_slo=result.max_rate_within_slo, search_probes=result.search_probes)
+                   slo_percentile=slo.percentile, max_rate_within_slo=result.max_rate_within_slo)
     row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_COLUMNS})
     if result.samples:
         row.update(summarize(result.samples))
@@ -162,7 +165,16 @@ class ResultsDir:
         requests = request_rows(result)
         if requests:  # a sweep without streams has no requests.csv
             _append(self.requests_csv, REQUEST_COLUMNS, requests)
-        _append(self.results_csv, RESULT_COLUMNS, [result_row(result)])
+        if result.max_batch_size_found is None:
+            _append(self.results_csv, RESULT_COLUMNS, [result_row(result)])
+            return
+        # A batch search's answer: its row and the mark on the largest batch's row land in one atomic rewrite.
+        rows = read_rows(self.results_csv)
+        winner = row_key({**result_row(result), "batch_size": result.max_batch_size_found})
+        for row in rows:
+            if row.get("search") == "probe" and row["status"] == "ok" and row_key(row) == winner:
+                row["max_batch"] = "true"
+        _rewrite(self.results_csv, RESULT_COLUMNS, rows + [result_row(result)])
 
     def _files(self):
         return ((self.results_csv, RESULT_COLUMNS), (self.samples_csv, SAMPLE_COLUMNS),
@@ -177,11 +189,11 @@ class ResultsDir:
         return json.loads(self.manifest_json.read_text()) if self.manifest_json.exists() else {}
 
     def _drop_unfinished_searches(self) -> Set[PointKey]:
-        """The probes of a rate search that never wrote its result row are dropped: a resumed sweep runs the
-        search again from its start, and its probes would otherwise appear twice. Returns the kept keys."""
+        """The probes of a rate or batch search that never wrote its result row are dropped: a resumed sweep runs
+        the search again from its start, and its probes would otherwise appear twice. Returns the kept keys."""
         rows = read_rows(self.results_csv)
-        searches = {row_key(r) for r in rows if r.get("rate_search") == "result"}
-        kept = [r for r in rows if r.get("rate_search") != "probe" or _search_key(r) in searches]
+        searches = {row_key(r) for r in rows if r.get("search") == "result"}
+        kept = [r for r in rows if r.get("search") != "probe" or _search_key(r) in searches]
         if len(kept) != len(rows):
             _rewrite(self.results_csv, RESULT_COLUMNS, kept)
         return {row_key(r) for r in kept}
@@ -195,17 +207,20 @@ class ResultsDir:
 
 
 def row_key(row: Dict[str, str]) -> PointKey:
-    """The point key of a results.csv row (`PointResult.key`)."""
-    def number(text: str, kind):
-        return kind(text) if text != "" else None
+    """The point key of a results.csv row (`PointResult.key`), read back or about to be written."""
+    def number(value, kind):
+        return None if value in ("", None) else kind(value)
 
-    point = SweepPoint(int(row["input_length"]), int(row["output_length"]), number(row["batch_size"], int),
-                       row["workload"], number(row["request_rate"], float), number(row["max_concurrency"], int))
+    batch_size = number(row["batch_size"], int)
+    point = SweepPoint(int(row["input_length"]), int(row["output_length"]), batch_size, row["workload"],
+                       number(row["request_rate"], float), number(row["max_concurrency"], int),
+                       batch_search=row.get("scenario") == "batch" and batch_size is None)
     return point_key(row["backend"], point)
 
 
 def _search_key(probe_row: Dict[str, str]) -> PointKey:
-    return row_key({**probe_row, "request_rate": ""})
+    """The key of the search a probe row belongs to: its point without the batch size or rate it tried."""
+    return row_key({**probe_row, "batch_size" if probe_row["scenario"] == "batch" else "request_rate": ""})
 
 
 def _header(path: Path):

@@ -95,6 +95,11 @@ def read_results(source: Path) -> pd.DataFrame:
     for column in STREAM_POINT_COLUMNS:
         if column not in table.columns:
             table[column] = ""
+    table = table.rename(columns={"rate_search": "search"})  # its name before batch searches
+    if "search" in table.columns:
+        # A search's own row holds its answer, no figures: the rows of the batches or rates it tried hold them
+        # (the largest batch's is marked max_batch).
+        table = table[table["search"] != "result"].reset_index(drop=True)
     table[SOURCE_COLUMN] = path.parent.name
     return table
 

@@ -12,6 +12,7 @@ from plots.charts import Chart, ChartContext, render_all
 from plots.data import fmt
 from plots.errors import PlotError
 from plots.load import BATCH, STREAM
+from plots.memory_report import memory_lines
 from plots.spec_report import spec_lines
 from plots.stream_report import stream_lines
 
@@ -69,6 +70,7 @@ def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[
     batch = data.of_scenario(table, BATCH)
     if not batch.empty:
         lines += ["## Summary", "", *summary_table(batch), ""]
+    lines += memory_lines(table)
     lines += stream_lines(data.of_scenario(table, STREAM))
     lines += spec_lines(table)
     lines += dropped_lines(table)

@@ -18,8 +18,6 @@ SPEC_HEADER = ("| series | vs | k | input | output | load | acceptance | accepte
 def spec_lines(table: pd.DataFrame) -> List[str]:
     """The whole section; nothing when no entry speculates."""
     rows = table[speculative_mask(table) & (table["status"] == data.PLOTTED_STATUS)]
-    if "rate_search" in rows.columns:  # a search's own row holds no figures of its own
-        rows = rows[rows["rate_search"].fillna("").astype(str) != "result"]
     if rows.empty:
         return []
     lines = ["## Speculative decoding", "",

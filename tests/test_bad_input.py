@@ -8,7 +8,7 @@ from tests.conftest import run_benchmark
 
 TINY = "yamls/cpu-tiny.yaml"
 KNOWN = ", ".join(REGISTRY.names())
-TOP_KEYS = ("benchmark_name, model, backends, scenario, batch_sizes, stream, workload, sampling, input_lengths, output_lengths, num_batches, "
+TOP_KEYS = ("benchmark_name, model, backends, scenario, batch_sizes, max_batch_size, stream, workload, sampling, input_lengths, output_lengths, num_batches, "
             "num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s, "
             "output, hardware")
 PRESETS = "llama-1b, llama-2-13b, llama-2-70b, llama-2-7b, llama-3-70b, llama-3-8b, mistral-7b, mixtral-8x7b, tiny-llama"
@@ -22,7 +22,15 @@ CASES = {
                                "max_wait_ms)"),
     "wrong type in list": ([TINY, "batch_sizes=[1,x]"], "batch_sizes[1]: expected an integer, got 'x'"),
     "wrong type scalar": ([TINY, "num_batches=two"], "num_batches: expected an integer, got 'two'"),
-    "not a list": ([TINY, "batch_sizes=8"], "batch_sizes: expected a list, got 8"),
+    "not a list": ([TINY, "input_lengths=8"], "input_lengths: expected a list, got 8"),
+    "not a batch size": ([TINY, "batch_sizes=big"], "batch_sizes: must be a list of positive integers or auto, got "
+                         "'big'"),
+    "cap without a search": ([TINY, "max_batch_size=8"], "max_batch_size: bounds the search of batch_sizes: auto; "
+                             "with a list of batch sizes, remove it"),
+    "zero cap": ([TINY, "batch_sizes=auto", "max_batch_size=0"], "max_batch_size: must be at least 1, got 0"),
+    "cap in a stream": ([TINY, "scenario=stream", "batch_sizes=null", "max_batch_size=8"],
+                        "max_batch_size: not used with scenario: stream (requests arrive over time at "
+                        "stream.request_rates); remove max_batch_size or set scenario: batch"),
     "empty list": ([TINY, "input_lengths=[]"], "input_lengths: must be a non-empty list of positive integers, got []"),
     "negative": ([TINY, "batch_sizes=[1,-4]"], "batch_sizes: must be a non-empty list of positive integers, got -4"),
     "unknown backend": ([TINY, "backends=[{name: hff}]"],
@@ -50,7 +58,7 @@ CASES = {
                                 "batch_sizes: not used with scenario: stream (requests arrive over time at "
                                 "stream.request_rates); remove batch_sizes or set scenario: batch"),
     "batch without batch sizes": ([TINY, "batch_sizes=null"],
-                                  "batch_sizes: required with scenario: batch, e.g. batch_sizes: [1, 8]"),
+                                  "batch_sizes: required with scenario: batch, e.g. batch_sizes: [1, 8], or auto"),
     "bad scenario": ([TINY, "scenario=online"], "scenario: 'online' is not one of batch, stream"),
     "bad arrival": ([TINY, "scenario=stream", "batch_sizes=null", "stream.arrival=gamma"],
                     "stream.arrival: 'gamma' is not one of poisson, constant, burst"),

@@ -161,7 +161,7 @@ def test_rate_search_reports_every_probe_and_the_highest_sustained_rate(tmp_path
     assert proc.returncode == 0, proc.stderr
     results = rows(tmp_path / "out" / "results.csv")
     probes, (result,) = results[:-1], results[-1:]
-    assert [r["rate_search"] for r in probes] == ["probe"] * len(probes) and result["rate_search"] == "result"
+    assert [r["search"] for r in probes] == ["probe"] * len(probes) and result["search"] == "result"
     assert 2 <= len(probes) <= 4 and float(probes[0]["request_rate"]) == 4.0
     met = [float(r["request_rate"]) for r in probes if float(r["slo_attainment"]) * 100 >= 90]
     expected = max(met) if met else None
