@@ -73,6 +73,7 @@ def _device_key(device) -> Device:
 
 class AccelerateBackend(HFBackend):
     Options = AccelerateOptions
+    engine_modules = ("torch", "transformers", "accelerate")
     harness_random_weights = True
 
     @classmethod

@@ -73,6 +73,8 @@ class Backend(ABC):
 
     # Launched as `placement.tp_size` ranks (torchrun) instead of one worker process.
     distributed: ClassVar[bool] = False
+    # Imported (and timed: the manifest's time budget) before `load`, so that load_time_s is the model's alone.
+    engine_modules: ClassVar[Tuple[str, ...]] = ()
     # Random weights come from harness/weights.py (seeded per parameter name), so two backends that both
     # say so hold identical weights and their greedy tokens can be compared.
     harness_random_weights: ClassVar[bool] = False

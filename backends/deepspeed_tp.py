@@ -71,6 +71,7 @@ def entry_model(options: DeepSpeedOptions, model: ModelSpec) -> ModelSpec:
 
 class DeepSpeedBackend(HFBackend):
     Options = DeepSpeedOptions
+    engine_modules = ("torch", "transformers", "deepspeed")
     distributed = True
     harness_random_weights = True
 

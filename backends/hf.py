@@ -136,6 +136,7 @@ class HFBackend(Backend):
     stream`: see `serve`."""
 
     Options = HFOptions
+    engine_modules = ("torch", "transformers")
     harness_random_weights = True
     scenarios = ("batch", "stream")
     speculative_methods = ("ngram", "prompt_lookup", "draft")
@@ -284,8 +285,9 @@ class HFBackend(Backend):
         import torch
 
         info = {"device": self.placement.device, "torch_threads": torch.get_num_threads(),
-                "attn_implementation": self.net.config._attn_implementation,
-                "architecture": self.built_architecture()}
+                "attn_implementation": self.net.config._attn_implementation,  # what transformers chose, not asked
+                "cache_implementation": self.options.cache_implementation, "compile": self.options.compile,
+                "kv_cache_dtype": self.model.dtype, "architecture": self.built_architecture()}
         if self.assisted is not None:
             info["speculative"] = self.assisted.describe()
         if self.shape.scenario == "stream" and "stream" in self.scenarios:

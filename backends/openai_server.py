@@ -99,6 +99,7 @@ class OpenAIBackend(Backend):
     """Sends each request of a stream to `/v1/completions` when it is due; the server batches them its way."""
 
     Options = OpenAIOptions
+    engine_modules = ("aiohttp",)
     scenarios = ("stream",)
 
     @classmethod

@@ -113,6 +113,7 @@ class VLLMBackend(Backend):
     hands it each request as it arrives (`serve`)."""
 
     Options = VLLMOptions
+    engine_modules = ("torch", "vllm")
     scenarios = ("batch", "stream")
     speculative_methods = tuple(SPEC_METHODS)
 
@@ -178,6 +179,7 @@ class VLLMBackend(Backend):
             self.llm = LLM(**self._engine_args())
             vllm_config = self.llm.llm_engine.vllm_config
         self.cache, self.scheduler = vllm_config.cache_config, vllm_config.scheduler_config
+        self.compilation, self.attention = vllm_config.compilation_config, vllm_config.attention_config
         self.model_config, self.spec_config = vllm_config.model_config, vllm_config.speculative_config
 
     def _load_async(self):
@@ -356,6 +358,10 @@ class VLLMBackend(Backend):
         info = {"device": self.placement.device, "kv_cache_capacity_tokens": self._capacity_tokens(),
                 "block_size": self.cache.block_size, "max_num_seqs": self.scheduler.max_num_seqs,
                 "max_num_batched_tokens": self.scheduler.max_num_batched_tokens,
+                "kv_cache_dtype": self.cache.cache_dtype, "enforce_eager": self.model_config.enforce_eager,
+                "compilation_mode": str(self.compilation.mode), "cudagraph_mode": str(self.compilation.cudagraph_mode),
+                # Selected in the engine's worker process when not set here (or by VLLM_ATTENTION_BACKEND).
+                "attention_backend": str(self.attention.backend or "auto: vLLM's choice for the platform"),
                 "architecture": self._architecture()}
         if self.spec_config is not None:  # what vLLM made of the entry's `speculative` section
             s = self.spec_config

@@ -123,6 +123,16 @@ class HardwareConfig:
 
 
 @dataclass
+class StopConfig:
+    """`num_batches: auto`: time batches until the mean latency is known to within target_ci_pct."""
+
+    target_ci_pct: float = opt(2.0, help="Stop when the 95% interval's half-width is within this share (in %) of "
+                               "the mean latency.")
+    min_batches: int = opt(5, help="Timed batches before the interval is first looked at.")
+    max_batches: int = opt(50, help="Timed batches at most; a point stopped here is marked converged: false.")
+
+
+@dataclass
 class OutputConfig:
     upload_uri: Optional[str] = opt(
         None, help="fsspec URL (s3://bucket/prefix, gs://..., file:///...) the results folder is also copied "
@@ -156,7 +166,10 @@ class SweepConfig:
     output_lengths: List[int] = opt(
         help="Generated tokens per sequence: forced exactly, or a cap with workload.stop_at_eos."
     )
-    num_batches: int = opt(5, help="Timed batches per point.")
+    # Any: a count or `auto`; `validate` checks which.
+    num_batches: Any = opt(5, help="Timed batches per point, or `auto`: until the mean latency's 95% interval is "
+                           "narrow enough (see stop).")
+    stop: StopConfig = opt(factory=StopConfig, help="When `num_batches: auto` stops timing a point.")
     num_warmup_batches: int = opt(1, help="Untimed batches per point before the timed ones.")
     seed: int = opt(0, help="Seeds the random prompts (and random weights).")
     skip_larger_batches_after_oom: bool = opt(
@@ -299,8 +312,7 @@ def validate(config: SweepConfig) -> None:
     _validate_scenario(config)
     if config.input_lengths is not None:
         _check_positive_list("input_lengths", config.input_lengths)
-    if config.num_batches < 1:
-        raise UserError(f"num_batches: must be at least 1, got {config.num_batches}")
+    _validate_num_batches(config)
     if config.num_warmup_batches < 0:
         raise UserError(f"num_warmup_batches: must be 0 or more, got {config.num_warmup_batches}")
     for key in ("load_timeout_s", "point_timeout_s"):
@@ -315,6 +327,24 @@ def validate(config: SweepConfig) -> None:
     if config.output.upload_uri:
         _validate_upload_uri(config.output.upload_uri)
     _validate_hardware(config.hardware)
+
+
+def _validate_num_batches(config: SweepConfig) -> None:
+    stop = config.stop
+    if config.num_batches != "auto":
+        if not _is_int(config.num_batches) or config.num_batches < 1:
+            raise UserError(f"num_batches: must be an integer of at least 1, or auto, got {config.num_batches!r}")
+        if stop != StopConfig():
+            raise UserError("stop: decides when num_batches: auto stops timing; with a fixed num_batches, remove it")
+        return
+    if not stop.target_ci_pct > 0:
+        raise UserError(f"stop.target_ci_pct: must be more than 0 (%), got {stop.target_ci_pct}")
+    if stop.min_batches < 2:
+        raise UserError(f"stop.min_batches: must be at least 2 (an interval needs two batches), got "
+                        f"{stop.min_batches}")
+    if stop.max_batches < stop.min_batches:
+        raise UserError(f"stop.max_batches: must be at least stop.min_batches ({stop.min_batches}), got "
+                        f"{stop.max_batches}")
 
 
 def _validate_hardware(hardware: HardwareConfig) -> None:

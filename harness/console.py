@@ -95,6 +95,15 @@ def _load(batch_size, request_rate, max_concurrency) -> str:
     return load + (f" cap {max_concurrency}" if max_concurrency not in (None, "") else "")
 
 
+def ci_text(row: Dict[str, object]) -> str:
+    """The mean latency's 95% interval as ± a share of it (`1.2%`), `*` where num_batches: auto did not converge."""
+    low, high, mean = (row.get(k) for k in ("latency_ms_ci95_low", "latency_ms_ci95_high", "latency_ms_mean"))
+    if low in (None, "") or not mean:
+        return "-"
+    text = f"{(float(high) - float(low)) / 2 / float(mean):.1%}"
+    return text + ("*" if row.get("converged") == "false" else "")
+
+
 def point_line(row: Dict[str, object]) -> str:
     load = _load(row["batch_size"], row["request_rate"], row["max_concurrency"])
     head = f"[{row['backend']}] {load} in={row['input_length']} out={row['output_length']}"
@@ -109,7 +118,8 @@ def point_line(row: Dict[str, object]) -> str:
                 f"tpot p50 {_num(row.get('tpot_ms_p50'), '.2f')} ms  e2e p99 {_num(row['e2e_ms_p99'])} ms  "
                 f"{_num(row['achieved_request_rate'], '.2f')} req/s  goodput {_num(row['goodput'], '.2f')} req/s "
                 f"(SLO met by {_num(float(row['slo_attainment']) * 100, '.0f')}%)")
-    line = (f"{head} ok  latency {_num(row['latency_ms_mean'])} ms  ttft {_num(row['ttft_ms_mean'])} ms  "
+    line = (f"{head} ok  latency {_num(row['latency_ms_mean'])} ms ±{ci_text(row)} ({row['num_batches']} batches)  "
+            f"ttft {_num(row['ttft_ms_mean'])} ms  "
             f"tpot {_num(row.get('tpot_ms_mean'), '.2f')} ms  {_num(row['throughput_tokens_per_s'])} tok/s")
     if row.get("spec_method"):
         line += (f"  acceptance {_num(row['acceptance_rate'], '.2f')}  speed-up {_num(row['speedup_vs_baseline'], '.2f')}"
@@ -136,6 +146,30 @@ class SweepProgress:
         self.progress.console.print(point_line(row), markup=False)
         if row.get("search") != "probe":  # a search's probes are steps of one planned point
             self.progress.advance(self.task)
+
+
+def print_time_budget(manifest: dict) -> None:
+    """Where the sweep's time went, per entry that ran a worker, and the sweep's wall time against its work."""
+    from harness.timebudget import ENTRY_PARTS
+
+    entries = [(e["label"], e["runtime"]["time_budget_s"]) for e in manifest["backends"]
+               if "time_budget_s" in e.get("runtime", {})]
+    sweep = manifest["time_budget_s"]
+    if entries:
+        table = Table(title="Time budget, seconds (manifest.json: time_budget_s)")
+        table.add_column("backend")
+        names = {"worker_start_s": "start", "engine_import_s": "import", "load_s": "load", "warmup_s": "warm-up",
+                 "timed_s": "timed", "shutdown_s": "shutdown", "other_s": "other", "total_s": "total"}
+        for part in ENTRY_PARTS:
+            table.add_column(names[part], justify="right")
+        for label, budget in entries:
+            table.add_row(label, *(_num(budget.get(part), ".1f") for part in ENTRY_PARTS))
+        console.print(table)
+    ratio = f", {sweep['wall_over_work']:.2f}x" if sweep["wall_over_work"] else ""
+    console.print(f"Wall {sweep['wall_s']:.1f} s for {sweep['work_s']:.1f} s of work (engine import, load, warm-up, "
+                  f"timed){ratio}; start-up {sweep['startup_s']:.1f} s, peak probe {sweep['peaks_probe_s']:.1f} s, "
+                  f"entries {sweep['entries_s']:.1f} s, charts {sweep['charts_s']:.1f} s, other "
+                  f"{sweep['other_s']:.1f} s")
 
 
 def print_summary(rows: List[Dict[str, str]]) -> None:
@@ -209,8 +243,8 @@ def _stream_summary(rows: List[Dict[str, str]]) -> None:
 
 def _batch_summary(rows: List[Dict[str, str]]) -> None:
     table = Table(title="Results (MBU, MFU: shares of the peaks in manifest.json's hardware_peaks)")
-    columns = ("backend", "batch", "input", "output", "status", "latency ms", "TTFT ms", "TPOT ms", "tokens/s", "MBU",
-               "MFU", "x roofline")
+    columns = ("backend", "batch", "input", "output", "status", "latency ms", "±95%", "TTFT ms", "TPOT ms", "tokens/s",
+               "MBU", "MFU", "x roofline")
     for name in columns:
         table.add_column(name, justify="left" if name in ("backend", "status") else "right")
     searches = [r for r in rows if r.get("search") == "result"]
@@ -219,10 +253,14 @@ def _batch_summary(rows: List[Dict[str, str]]) -> None:
             continue
         batch = r["batch_size"] + (" (max)" if r.get("max_batch") == "true" else "")
         table.add_row(r["backend"], batch, r["input_length"], r["output_length"], r["status"],
-                      _num(r["latency_ms_mean"]), _num(r["ttft_ms_mean"]), _num(r["tpot_ms_mean"], ".2f"),
+                      _num(r["latency_ms_mean"]), ci_text(r), _num(r["ttft_ms_mean"]), _num(r["tpot_ms_mean"], ".2f"),
                       _num(r["throughput_tokens_per_s"]), _num(r.get("mbu"), ".2f"), _num(r.get("mfu"), ".3f"),
                       _num(r.get("roofline_ratio"), ".1f"))
     console.print(table)
+    unsettled = [r for r in rows if r.get("converged") == "false"]
+    if unsettled:
+        console.print(f"* {len(unsettled)} point(s) reached stop.max_batches before the mean latency's 95% interval "
+                      "was within stop.target_ci_pct: their figures are less certain than asked for", style="yellow")
     for r in searches:
         found = r["max_batch_size_found"] or "none"
         console.print(f"{r['backend']} (in={r['input_length']} out={r['output_length']}): largest batch that ran: "

@@ -21,6 +21,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from harness.manifest import engine_environment
 from harness.records import PointResult, point_key
 from harness.sweep import EntryPlan, PlannedPoint
 from harness.worker import WorkerJob
@@ -40,6 +41,28 @@ class Supervision:
     done: bool = False
     info: Dict[str, object] = field(default_factory=dict)
     failure: Optional[str] = None  # why the worker stopped early: "died (SIGSEGV)", "timed out ..."
+    stamps: Dict[str, float] = field(default_factory=dict)  # time.monotonic() of spawned, connected, loading, ...
+    phase_s: Dict[str, float] = field(default_factory=dict)  # warm-up and timed seconds, summed over points
+
+    def stamp(self, event: str) -> None:
+        self.stamps.setdefault(event, time.monotonic())
+
+    def time_budget(self) -> Dict[str, float]:
+        """Where the entry's wall time went (docs/measurement.md, "Where a sweep's time goes"): worker start up to
+        its connecting, engine import (unpickling the job imports the backend's module, then its engine's),
+        model load, warm-up and timed work, shutdown from the last point's result (closing the engine, the
+        process exiting), and the rest (per-point bookkeeping, memory readings, gaps)."""
+        s = self.stamps
+        total = s["exited"] - s["spawned"]
+        parts = {"worker_start_s": s.get("connected", s["exited"]) - s["spawned"]}
+        if "loading" in s:
+            parts["engine_import_s"] = s["loading"] - s["connected"] + float(self.info.get("engine_import_s", 0.0))
+        if "load_time_s" in self.info:
+            parts["load_s"] = float(self.info["load_time_s"])
+        parts.update(warmup_s=self.phase_s.get("warmup_s", 0.0), timed_s=self.phase_s.get("timed_s", 0.0))
+        if "done" in s:  # from the last point: closing the engine happens before the worker says it is done
+            parts["shutdown_s"] = s["exited"] - s.get("last_result", s["done"])
+        return {"total_s": total, **parts, "other_s": total - sum(parts.values())}
 
 
 def launch_command(plan: EntryPlan, job_path: Path, socket_path: Path) -> List[str]:
@@ -62,9 +85,11 @@ def run_in_worker(job: WorkerJob, emit: Callable[[PointResult], None], log_path:
         job_path.write_bytes(pickle.dumps(job))
         listener = _listen(str(socket_path))
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        state.stamp("spawned")
         with open(log_path, "ab") as log:
+            env = _worker_env(job.plan)
             proc = subprocess.Popen(launch_command(job.plan, job_path, socket_path), cwd=REPO, stdout=log, stderr=log,
-                                    env=_worker_env(job.plan), start_new_session=True)
+                                    env=env, start_new_session=True)
         try:
             conn = _accept(listener, proc, state, load_timeout_s)
             if conn is not None:
@@ -74,8 +99,9 @@ def run_in_worker(job: WorkerJob, emit: Callable[[PointResult], None], log_path:
             # A worker that finished, or died by itself, gets time to exit (torchrun then writes which rank
             # failed, and how); a hung one is killed at once.
             _stop(proc, graceful=state.failure is None)
+            state.stamp("exited")
     _report_unfinished(job, state, emit, _exit_reason(proc, state, log_path), log_path)
-    return state.info
+    return {**state.info, "environment": engine_environment(env), "time_budget_s": state.time_budget()}
 
 
 def _worker_env(plan: EntryPlan) -> Dict[str, str]:
@@ -107,6 +133,7 @@ def _accept(listener: socket.socket, proc: subprocess.Popen, state: Supervision,
         except socket.timeout:
             continue
         sock.setblocking(True)
+        state.stamp("connected")
         return Connection(sock.detach())
     return None
 
@@ -132,6 +159,7 @@ def _supervise(conn: Connection, proc: subprocess.Popen, state: Supervision, emi
 
 
 def _handle(kind: str, payload, state: Supervision, emit) -> None:
+    state.stamp(kind)
     if kind == "loading":
         state.loading = True
     elif kind == "loaded":
@@ -142,6 +170,9 @@ def _handle(kind: str, payload, state: Supervision, emit) -> None:
         if state.in_flight is not None and state.in_flight.point == payload.point:
             state.in_flight = None  # a search's probes come before its own result: the search is still in flight
         state.reported.add(payload.point)
+        state.stamps["last_result"] = time.monotonic()
+        for phase, seconds in payload.phase_s.items():
+            state.phase_s[phase] = state.phase_s.get(phase, 0.0) + seconds
         emit(payload)
     elif kind == "done":
         state.done = True

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -107,9 +108,29 @@ def _nvidia_driver() -> Optional[str]:
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
+# Environment variables that change what an engine does (kernels, threads, devices, collectives): recorded so a
+# rerun can set them the same. Names only match by these prefixes or in full.
+ENGINE_ENV_PREFIXES = ("VLLM_", "NCCL_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LOCAL_SIZE",
+                       "DS_ACCELERATOR", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_", "KMP_", "TOKENIZERS_PARALLELISM")
+
+
+def engine_environment(env: Dict[str, str]) -> Dict[str, str]:
+    return {k: v for k, v in sorted(env.items()) if k.startswith(ENGINE_ENV_PREFIXES)}
+
+
+def reproduce_command(commit: Optional[str], config_yaml: Path) -> str:
+    """One line that reruns this sweep from the repo at its commit, with the resolved config the sweep wrote (every
+    default and override already in it) and the same engine environment."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in engine_environment(dict(os.environ)).items())
+    checkout = f"git checkout {commit.removesuffix('-dirty')} && " if commit else ""
+    rerun = f"python benchmark.py {shlex.quote(str(config_yaml))} --output-dir {shlex.quote(str(config_yaml.parent))}-rerun"
+    return checkout + (f"{env} " if env else "") + rerun
+
+
 def build_manifest(config: dict, argv: List[str], model: dict, entries: List[dict]) -> Dict[str, object]:
     return {
         "command": [sys.executable, *argv],
+        "environment": engine_environment(dict(os.environ)),
         "git_commit": git_commit(),
         "start_time": now_iso(),
         "end_time": None,

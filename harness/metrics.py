@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from harness import stats
 from harness.records import SLO, BatchSample
 from harness.stream import RequestTiming, StreamTiming
 from harness.timing import SpecCounts
@@ -35,14 +36,35 @@ def describe(values: Sequence[float], name: str, stats: Sequence[str] = STATS) -
 
 def summarize(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
     """Every metric column of one point; TPOT columns are empty when no sequence got past its first token."""
-    out = {**describe([s.latency_ms for s in samples], "latency_ms"),
-           **describe([s.ttft_ms for s in samples], "ttft_ms"),
-           **describe([s.tpot_ms for s in samples if s.tpot_ms is not None], "tpot_ms")}
+    latencies = [s.latency_ms for s in samples]
+    ttfts = [s.ttft_ms for s in samples]
+    tpots = [s.tpot_ms for s in samples if s.tpot_ms is not None]
+    out = {**describe(latencies, "latency_ms"), **describe(ttfts, "ttft_ms"), **describe(tpots, "tpot_ms")}
     out.update(token_counts(samples))
     out.update(rates(samples))
+    out.update(uncertainty(samples, latencies, ttfts, tpots))
     out.update(request_metrics(samples))
     out.update(spec_figures([s.spec for s in samples if s.spec is not None]))
     out.update(energy_figures(samples))
+    return out
+
+
+CI_METRICS = ("latency_ms", "ttft_ms", "tpot_ms", "throughput_tokens_per_s")
+CI_COLUMNS = [f"{m}_ci95_{end}" for m in CI_METRICS for end in ("low", "high")] + ["latency_ms_cv"]
+
+
+def uncertainty(samples: List[BatchSample], latencies: List[float], ttfts: List[float],
+                tpots: List[float]) -> Dict[str, Optional[float]]:
+    """95% intervals over the timed batches (harness/stats.py): Student's t for the mean latency, TTFT and TPOT;
+    the ratio estimator's for throughput, a ratio of totals. Empty below two batches."""
+    intervals = {"latency_ms": stats.mean_interval(latencies), "ttft_ms": stats.mean_interval(ttfts),
+                 "tpot_ms": stats.mean_interval(tpots),
+                 "throughput_tokens_per_s": stats.ratio_interval([sum(s.output_tokens) for s in samples],
+                                                                 [s.latency_ms / 1e3 for s in samples])}
+    out: Dict[str, Optional[float]] = {"latency_ms_cv": stats.cv(latencies)}
+    for name, interval in intervals.items():
+        out[f"{name}_ci95_low"] = interval.low if interval else None
+        out[f"{name}_ci95_high"] = interval.high if interval else None
     return out
 
 

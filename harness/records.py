@@ -94,6 +94,8 @@ class PointResult:
     spec_baseline: str = ""  # the entry without speculation it is compared with (speedup, tokens)
     speedup_vs_baseline: Optional[float] = None  # the baseline's TPOT at this point / this entry's
     explained: Dict[str, Optional[float]] = field(default_factory=dict)  # roofline.ROOFLINE_COLUMNS
+    converged: Optional[bool] = None  # num_batches: auto: the mean latency within stop.target_ci_pct
+    phase_s: Dict[str, float] = field(default_factory=dict, repr=False)  # warmup_s, timed_s: the time budget
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import importlib
 import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
@@ -19,6 +20,7 @@ from harness.energy import EnergyMeter
 from harness.errors import ShortOutputError
 from harness.metrics import slo_met, summarize_stream
 from harness.models import ModelSpec
+from harness import stats
 from harness.batchsearch import BatchSearch
 from harness.ratesearch import RateSearch
 from harness.records import SLO, BatchSample, PointResult, RunContext, point_key
@@ -58,6 +60,7 @@ class EntryRunner:
         self.first_token_ids = None  # of the point's first timed batch, for cross-checking engines
         self.energy_meter: Optional[EnergyMeter] = None  # the entry's GPUs' energy counters, where NVML has them
         self.memory_before_load_bytes: Optional[int] = None  # what peak_memory's counter held before the engine
+        self.phase_s: Dict[str, float] = {}  # the point in flight: warmup_s, timed_s (the manifest's time budget)
 
     def run(self, done: Set[tuple]) -> None:
         todo = [pp for pp in self.plan.points if point_key(self.context.backend, pp.point) not in done]
@@ -91,6 +94,9 @@ class EntryRunner:
         self.events.loading()
         start = time.perf_counter()
         try:
+            for module in self.plan.backend_cls.engine_modules:
+                importlib.import_module(module)
+            import_s, start = time.perf_counter() - start, time.perf_counter()
             backend = self.plan.backend_cls(self.plan.options, self.model, self.plan.shape)
             self.memory_before_load_bytes = backend.peak_memory.current()
             backend.load()
@@ -101,7 +107,7 @@ class EntryRunner:
         self.backend, self.load_time_s = backend, time.perf_counter() - start
         self.engine_stats = backend.engine_stats()
         self.energy_meter = EnergyMeter.open(backend.placement.device, backend.placement.num_devices)
-        self.events.loaded({"load_time_s": self.load_time_s, **backend.runtime_info()})
+        self.events.loaded({"load_time_s": self.load_time_s, "engine_import_s": import_s, **backend.runtime_info()})
 
     def _search_rate(self, pp: PlannedPoint) -> PointResult:
         """`request_rates: auto`: every probe is reported as a stream point of its own (`search` probe), then
@@ -161,12 +167,14 @@ class EntryRunner:
         if announce:  # the parent tracks planned points; a search's probes are not planned
             self.events.started(pp.point)
         self.first_token_ids = None
+        self.phase_s = {}
         self.backend.peak_memory.reset()
         try:
             if pp.point.scenario == "stream":
                 result = self._result(pp, "ok", stream=self._serve_point(pp.point))
             else:
                 result = self._result(pp, "ok", samples=self._time_point(pp.point))
+                result.converged = self._converged(result.samples)
         except Exception as e:
             if not is_oom(e):
                 return self._result(pp, "error", one_line(e))
@@ -174,16 +182,21 @@ class EntryRunner:
             self._note_oom(pp.point)
         result.peak_memory_bytes = self.backend.peak_memory.read()
         result.engine_stats = self.engine_stats
+        result.phase_s = dict(self.phase_s)  # what an OOM or error cut short counts up to where it stopped
         result.token_ids = self.first_token_ids if result.status == "ok" else None
         return result
 
     def _time_point(self, point: SweepPoint) -> List[BatchSample]:
+        start = time.perf_counter()
         for i in range(self.config.num_warmup_batches):
             batch = self.workload.batch(point, "warmup", i)
             check_output(self.backend.run(batch), batch)
+        self.phase_s["warmup_s"] = time.perf_counter() - start
+        start = time.perf_counter()
         samples = []
         meter = self.energy_meter
-        for i in range(self.config.num_batches):
+        stop = self.config.stop if self.config.num_batches == "auto" else None
+        for i in range(stop.max_batches if stop else self.config.num_batches):
             batch = self.workload.batch(point, "timed", i)
             before_j = meter.joules() if meter else None
             timing = self.backend.run(batch)
@@ -192,18 +205,31 @@ class EntryRunner:
             samples.append(to_sample(i, timing, batch, energy_j))
             if i == 0:
                 self.first_token_ids = timing.token_ids
+            if stop and len(samples) >= stop.min_batches and self._converged(samples):
+                break
+        self.phase_s["timed_s"] = time.perf_counter() - start
         return samples
+
+    def _converged(self, samples: List[BatchSample]) -> Optional[bool]:
+        """num_batches: auto: is the mean latency known to within stop.target_ci_pct? None with a fixed count."""
+        if self.config.num_batches != "auto":
+            return None
+        return stats.within(stats.mean_interval([s.latency_ms for s in samples]), self.config.stop.target_ci_pct)
 
     def _serve_point(self, point: SweepPoint) -> StreamTiming:
         """The warm-up stream, run to its end, then the timed one: warm-up requests never share the engine with
         timed ones."""
         stream_config = self.config.stream
+        start = time.perf_counter()
         if stream_config.num_warmup_requests:
             warmup = self.workload.stream(point, "warmup", stream_config)
             check_stream_output(self.backend.serve(warmup), warmup)
+        self.phase_s["warmup_s"] = time.perf_counter() - start
+        start = time.perf_counter()
         timed = self.workload.stream(point, "timed", stream_config)
         timing = self.backend.serve(timed)
         check_stream_output(timing, timed)
+        self.phase_s["timed_s"] = time.perf_counter() - start
         ids = tuple(r.token_ids for r in timing.requests)
         self.first_token_ids = ids if all(i is not None for i in ids) else None
         return timing

@@ -6,30 +6,32 @@ The parent process owns every file of the results folder; workers only send reco
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List
 
 from harness import speculative
 from harness.config import SweepConfig, to_plain
-from harness.console import SweepProgress, console, print_summary, warn_unavailable
+from harness.console import SweepProgress, console, print_summary, print_time_budget, warn_unavailable
 from harness.crosscheck import TokenCrossCheck
 from harness.errors import UserError
 from harness.explain import PointExplainer
 from harness.hardware import entry_peaks
 from harness.launcher import run_in_worker
-from harness.manifest import build_manifest, hardware_label, now_iso
+from harness.manifest import build_manifest, hardware_label, now_iso, reproduce_command
 from harness.models import ModelSpec, architecture
 from harness.records import PointResult, RunContext, point_key
 from harness.roofline import Shape
 from harness.runner import EntryRunner, RunEvents
 from harness.sweep import EntryPlan
+from harness.timebudget import process_age_s, sweep_budget
 from harness.worker import WorkerJob
 from harness.writers import ResultsDir, read_rows, result_row
 
 PEAKS_CACHE = "hardware_peaks.json"  # the CPU probe's figures, per dtype (harness/hardware.py)
 # Keys whose change makes earlier rows incomparable with new ones (the axes themselves, batch sizes, lengths, rates
 # and caps, may grow: new points are simply run).
-RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "num_warmup_batches", "seed",
+RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "stop", "num_warmup_batches", "seed",
                "scenario", "stream.arrival", "stream.num_requests", "stream.num_warmup_requests", "stream.seed",
                "stream.slo")
 
@@ -74,13 +76,16 @@ def _lookup(config: dict, dotted: str):
 
 def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out: ResultsDir, done: set,
               previous: dict, options: SweepOptions) -> int:
+    startup_s = process_age_s()
     manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(model),
                               [_entry_info(p) for p in plans])
     workload = plans[0].workload  # one for the whole sweep
     baselines = speculative.baselines([p.options for p in plans])
     crosscheck = TokenCrossCheck(plans, model.weights, out.path / "tokens.jsonl", workload.sampling.greedy, baselines)
     comparison = speculative.BaselineComparison(baselines, read_rows(out.results_csv))
+    started = time.monotonic()
     explainer = point_explainer(plans, config, model, out, done, manifest)
+    peaks_s = time.monotonic() - started
     manifest["workload"] = workload.manifest()
     manifest["token_crosscheck"] = crosscheck.describe()
     if baselines:
@@ -88,6 +93,10 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
                                              "speculative" for k, v in baselines.items()}
     if previous:
         manifest["previous_runs"] = previous.pop("previous_runs", []) + [previous]
+    config_yaml = out.write_config(to_plain(config))
+    manifest["reproduce"] = reproduce_command(manifest["git_commit"], config_yaml)
+    if str(manifest["git_commit"]).endswith("-dirty"):
+        manifest["reproduce_note"] = "the working tree had uncommitted changes: the commit alone does not rerun it"
     out.write_manifest(manifest)
     options.observer.started(out)
     warn_unavailable(plans)
@@ -112,7 +121,15 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
             interrupted = True
     manifest.update(end_time=now_iso(), interrupted=interrupted)
     out.write_manifest(manifest)
-    _finish(out, options, config.output.upload_uri)
+    charts_s = _summarize(out, options)
+    budgets = [entry["runtime"]["time_budget_s"] for entry in manifest["backends"]
+               if "time_budget_s" in entry.get("runtime", {})]
+    manifest["time_budget_s"] = sweep_budget(budgets, startup_s, peaks_s, charts_s, process_age_s())
+    out.write_manifest(manifest)
+    print_time_budget(manifest)
+    options.observer.finished()
+    if config.output.upload_uri:
+        upload(out.path, config.output.upload_uri)
     if interrupted:
         console.print("Interrupted: finished points are saved; rerun with --resume --output-dir to complete.")
         return 130
@@ -142,14 +159,14 @@ def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpe
     return PointExplainer(Shape.of(model), peaks, devices, config.hardware.cost_per_hour)
 
 
-def _finish(out: ResultsDir, options: SweepOptions, upload_uri: Optional[str]) -> None:
+def _summarize(out: ResultsDir, options: SweepOptions) -> float:
+    """The summary tables and the charts; returns the seconds the charts took."""
     print_summary(read_rows(out.results_csv))
     console.print(f"Results in {out.path}/ (results.csv, samples.csv, manifest.json)")
+    started = time.monotonic()
     if options.plots:
         draw_charts(out.path)
-    options.observer.finished()
-    if upload_uri:
-        upload(out.path, upload_uri)
+    return time.monotonic() - started
 
 
 def upload(folder: Path, uri: str) -> None:

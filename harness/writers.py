@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Set
 
 from harness.errors import UserError
-from harness.metrics import (REQUEST_METRICS, REQUEST_STATS, SPEC_FIGURES, STATS, request_figures, summarize,
+from harness.metrics import (CI_COLUMNS, REQUEST_METRICS, REQUEST_STATS, SPEC_FIGURES, STATS, request_figures, summarize,
                              summarize_stream)
 from harness.records import PointKey, PointResult, point_key
 from harness.roofline import ROOFLINE_COLUMNS
@@ -48,7 +48,9 @@ CROSSCHECK_COLUMNS = ["tokens_identical_share"]
 RESULT_COLUMNS = (
     CONTEXT_COLUMNS + POINT_COLUMNS + ["num_batches", "num_warmup_batches", "status", "error"]
     + [f"{m}_{s}" for m in ("latency_ms", "ttft_ms", "tpot_ms") for s in STATS]
-    + ["throughput_tokens_per_s", "prefill_tokens_per_s", "latency_per_output_token_ms"] + TOKEN_COLUMNS
+    + ["throughput_tokens_per_s", "prefill_tokens_per_s", "latency_per_output_token_ms"]
+    # Uncertainty over the timed batches (docs/measurement.md, "Uncertainty"); converged: num_batches: auto only.
+    + CI_COLUMNS + ["converged"] + TOKEN_COLUMNS
     + [f"{m}_{s}" for m in REQUEST_METRICS for s in REQUEST_STATS]
     + ["peak_memory_bytes", "memory_before_load_bytes", "estimated_memory_bytes", "load_time_s"]
     + STREAM_COLUMNS + SEARCH_COLUMNS + ENGINE_COLUMNS + SPEC_COLUMNS + CROSSCHECK_COLUMNS
@@ -79,7 +81,8 @@ def result_row(result: PointResult) -> Dict[str, object]:
                search_probes=result.search_probes)
     if result.point.scenario == "batch":
         row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches,
-                   max_batch_size_found=result.max_batch_size_found)
+                   max_batch_size_found=result.max_batch_size_found,
+                   converged=None if result.converged is None else str(result.converged).lower())
     else:
         slo = result.slo
         row.update(num_warmup_requests=result.num_warmup_batches, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms,
@@ -184,6 +187,15 @@ class ResultsDir:
         tmp = self.manifest_json.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         os.replace(tmp, self.manifest_json)
+
+    def write_config(self, config: dict) -> Path:
+        """The resolved config (every default and override in place) as config.yaml: what `reproduce` reruns."""
+        import yaml
+
+        path = self.path / "config.yaml"
+        path.write_text("# Written by benchmark.py: the resolved config of this sweep (manifest.json: reproduce).\n"
+                        + yaml.safe_dump(config, sort_keys=False))
+        return path
 
     def read_manifest(self) -> dict:
         return json.loads(self.manifest_json.read_text()) if self.manifest_json.exists() else {}

@@ -1,5 +1,6 @@
 """`python -m plots RESULTS... [--out DIR] [--series COLS] [--where key=value ...] [--format png,svg]`.
 
+`python -m plots compare BASE NEW ...` compares two runs instead (plots/compare_report.py).
 Exit codes: 0 report written; 2 bad input (one `error:` line on stderr, no traceback).
 """
 
@@ -43,6 +44,9 @@ def default_out_dir(results: List[Path]) -> Path:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compare"]:  # a results folder named `compare` is ./compare
+        return _compare(argv[1:])
     try:
         args = build_parser().parse_args(argv)
         series = [c.strip() for c in args.series.split(",") if c.strip()] if args.series is not None else None
@@ -54,6 +58,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_BAD_INPUT
     print(f"charts and report: {report}")
     return 0
+
+
+def _compare(argv: List[str]) -> int:
+    from plots.compare_report import run
+
+    try:
+        return run(argv)
+    except PlotError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

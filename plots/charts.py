@@ -7,10 +7,13 @@ in the chart's caption so a missing point is never silent.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import textwrap
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
@@ -319,16 +322,46 @@ ALL_CHARTS = (latency_vs_throughput, latency_vs_output_length, ttft_vs_input_len
               throughput_vs_batch_size)
 
 
-def render_all(ctx: ChartContext) -> List[Chart]:
+# One chart function over the rows of one scenario: it draws one chart or several (per series, per length pair).
+ChartJob = Tuple[str, Callable[[ChartContext], List[Chart]]]
+
+
+def chart_jobs(ctx: ChartContext) -> List[ChartJob]:
     """Every batch chart, in the order the report shows them; none when no batch point ended ok."""
-    return render_scenario(ctx, BATCH, ALL_CHARTS)
+    return scenario_jobs(ctx, BATCH, ALL_CHARTS)
 
 
-def render_scenario(ctx: ChartContext, scenario: str, charts) -> List[Chart]:
-    """`charts` drawn from the rows of one scenario (batch or stream), in order; none when none of them ended ok."""
-    rows = ctx.scenario(scenario)
-    if rows.ok.empty:
-        return []
+def scenario_jobs(ctx: ChartContext, scenario: str, charts) -> List[ChartJob]:
+    """`charts` over the rows of one scenario (batch or stream), in order; none when none of them ended ok."""
+    return [] if ctx.scenario(scenario).ok.empty else [(scenario, draw) for draw in charts]
+
+
+def render_jobs(ctx: ChartContext, jobs: List[ChartJob]) -> List[Chart]:
+    """Draw every job, their charts in job order. Drawing is CPU-bound matplotlib work, most of it in savefig: jobs
+    run in forked processes, one per core (up to MAX_DRAWING_PROCESSES), which share the context by the fork."""
+    global _FORKED
+    workers = min(len(jobs), len(os.sched_getaffinity(0)), MAX_DRAWING_PROCESSES)
+    if workers <= 1:
+        return [chart for i in range(len(jobs)) for chart in _draw(ctx, jobs, i)]
+    _FORKED = (ctx, jobs)
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            drawn = list(pool.map(_draw_forked, range(len(jobs))))
+    finally:
+        _FORKED = None
+    return [chart for charts in drawn for chart in charts]
+
+
+MAX_DRAWING_PROCESSES = 4
+_FORKED: Optional[Tuple[ChartContext, List[ChartJob]]] = None  # what a forked drawing process reads
+
+
+def _draw_forked(index: int) -> List[Chart]:
+    return _draw(*_FORKED, index)
+
+
+def _draw(ctx: ChartContext, jobs: List[ChartJob], index: int) -> List[Chart]:
+    scenario, draw = jobs[index]
     # Fonts are read when each text is created, not when the figure is: keep the style on throughout.
     with mpl.rc_context(style.RC):
-        return [chart for draw in charts for chart in draw(rows)]
+        return draw(ctx.scenario(scenario))

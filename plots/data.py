@@ -243,6 +243,16 @@ def fmt(value: object) -> str:
     return f"{number:.1f}" if abs(number) >= 10 else f"{number:.2f}"
 
 
+def latency_with_ci(row: pd.Series) -> str:
+    """`165 ±1.2%`: the mean latency and its 95% interval's half-width as a share of it; `*` when num_batches: auto
+    stopped before the interval was narrow enough."""
+    low, high, mean = row.get("latency_ms_ci95_low"), row.get("latency_ms_ci95_high"), row["latency_ms_mean"]
+    if low is None or pd.isna(low) or not mean:
+        return fmt(mean)
+    mark = "*" if row.get("converged") == "false" else ""
+    return f"{fmt(mean)} ±{(high - low) / 2 / mean:.1%}{mark}"
+
+
 def length_pairs(rows: pd.DataFrame) -> List[Tuple[int, int]]:
     """Every (input_length, output_length) in the rows, ascending."""
     pairs = rows[["input_length", "output_length"]].drop_duplicates().itertuples(index=False)

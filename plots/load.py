@@ -135,7 +135,8 @@ def to_numbers(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _is_metric(column: str) -> bool:
-    return column.endswith(("_mean", "_p50", "_p90", "_p99", "_std", "_ms", "_s", "_bytes"))
+    return column.endswith(("_mean", "_p50", "_p90", "_p99", "_std", "_ms", "_s", "_bytes", "_ci95_low", "_ci95_high",
+                            "_cv"))
 
 
 def load_requests(sources: List[Path]) -> Optional[pd.DataFrame]:

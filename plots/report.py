@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import pandas as pd
 
 from plots import data, load, roofline_charts, spec_charts, stream_charts, style
-from plots.charts import Chart, ChartContext, render_all
+from plots.charts import Chart, ChartContext, chart_jobs, render_jobs
 from plots.data import fmt
 from plots.errors import PlotError
 from plots.load import BATCH, STREAM
@@ -42,8 +42,8 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         ctx = ChartContext(table, palette, out_dir, formats, load.load_requests(sources))
-        charts = (render_all(ctx) + roofline_charts.render_all(ctx) + spec_charts.render_all(ctx)
-                  + stream_charts.render_all(ctx))
+        charts = render_jobs(ctx, chart_jobs(ctx) + roofline_charts.chart_jobs(ctx) + spec_charts.chart_jobs(ctx)
+                             + stream_charts.chart_jobs(ctx))
         path = out_dir / REPORT_NAME
         path.write_text(render_markdown(table, charts, sources, where, out_dir))
     except OSError as e:
@@ -69,7 +69,7 @@ def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[
     lines += source_lines(sources, where)
     batch = data.of_scenario(table, BATCH)
     if not batch.empty:
-        lines += ["## Summary", "", *summary_table(batch), ""]
+        lines += ["## Summary", "", *summary_table(batch), "", *unsettled_lines(batch)]
     lines += memory_lines(table)
     lines += stream_lines(data.of_scenario(table, STREAM))
     lines += spec_lines(table)
@@ -101,7 +101,7 @@ def describe_manifest(manifest: dict) -> str:
 
 
 SUMMARY_HEADER = ("| series | input | output | points ok | peak throughput (tokens/s) | at batch size "
-                  "| latency there (ms) | TPOT there (ms) | MBU there | MFU there | x roofline there "
+                  "| latency there (ms, ±95%) | TPOT there (ms) | MBU there | MFU there | x roofline there "
                   "| cost per M output tokens there | smallest batch | its latency (ms) | its TTFT (ms) |")
 
 
@@ -124,11 +124,24 @@ def _summary_row(series: str, input_length: int, output_length: int, group: pd.D
         return "| " + " | ".join(cells + ["-"] * 11) + " |"
     peak = ok.loc[ok["throughput_tokens_per_s"].idxmax()]
     small = ok.iloc[0]
-    cells += [fmt(peak["throughput_tokens_per_s"]), str(peak["batch_size"]), fmt(peak["latency_ms_mean"]),
+    cells += [fmt(peak["throughput_tokens_per_s"]), str(peak["batch_size"]), data.latency_with_ci(peak),
               fmt(peak.get("tpot_ms_mean")), fmt(peak.get("mbu")), fmt(peak.get("mfu")), fmt(peak.get("roofline_ratio")),
               fmt(peak.get("cost_per_million_output_tokens")), str(small["batch_size"]), fmt(small["latency_ms_mean"]),
               fmt(small.get("ttft_ms_mean"))]
     return "| " + " | ".join(cells) + " |"
+
+
+def unsettled_lines(batch: pd.DataFrame) -> List[str]:
+    """num_batches: auto points that reached stop.max_batches before their interval was narrow enough."""
+    if "converged" not in batch:
+        return []
+    rows = batch[(batch["converged"] == "false") & (batch["status"] == data.PLOTTED_STATUS)]
+    if rows.empty:
+        return []
+    items = [f"{r[data.SERIES]}: {data.load_text(r)} @ in {r['input_length']}/out {r['output_length']} "
+             f"({int(r['num_batches'])} batches)" for _, r in rows.iterrows()]
+    return [f"**Not converged** (stop.max_batches reached before the mean latency's 95% interval was within "
+            f"stop.target_ci_pct; marked * in the tables): {'; '.join(items)}", ""]
 
 
 def dropped_lines(table: pd.DataFrame) -> List[str]:

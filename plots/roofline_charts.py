@@ -11,7 +11,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from plots import data, style
-from plots.charts import Chart, ChartContext, GridChart, _decorate, _finish, model_and_dtype, render_scenario, series_grid
+from plots.charts import (Chart, ChartContext, ChartJob, GridChart, _decorate, _finish, model_and_dtype, scenario_jobs,
+                          series_grid)
 from plots.labels import PointLabel, place_point_labels
 from plots.load import BATCH
 
@@ -74,7 +75,7 @@ def mbu_vs_batch_size(ctx: ChartContext) -> List[Chart]:
     return [series_grid(ctx, rows, grid, caption_mask=ctx.table["status"].notna())]
 
 
-def render_all(ctx: ChartContext) -> List[Chart]:
+def chart_jobs(ctx: ChartContext) -> List[ChartJob]:
     if _explained(ctx.table).empty:
         return []
-    return render_scenario(ctx, BATCH, (roofline, mbu_vs_batch_size))
+    return scenario_jobs(ctx, BATCH, (roofline, mbu_vs_batch_size))

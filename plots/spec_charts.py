@@ -8,7 +8,7 @@ from typing import List
 
 import pandas as pd
 
-from plots.charts import Chart, ChartContext, GridChart, render_scenario, series_grid
+from plots.charts import Chart, ChartContext, ChartJob, GridChart, scenario_jobs, series_grid
 from plots.load import BATCH
 
 
@@ -46,8 +46,8 @@ def acceptance_vs_batch_size(ctx: ChartContext) -> List[Chart]:
     return [series_grid(ctx, rows, grid, caption_mask=speculative_mask(ctx.table))]
 
 
-def render_all(ctx: ChartContext) -> List[Chart]:
+def chart_jobs(ctx: ChartContext) -> List[ChartJob]:
     """Both charts over the batch points; none when no entry speculates."""
     if not speculative_mask(ctx.table).any():
         return []
-    return render_scenario(ctx, BATCH, (speedup_vs_batch_size, acceptance_vs_batch_size))
+    return scenario_jobs(ctx, BATCH, (speedup_vs_batch_size, acceptance_vs_batch_size))

@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from plots import data, style
-from plots.charts import (Chart, ChartContext, _decorate, render_scenario, _draw_series_curve, _finish, _legend_right,
+from plots.charts import (Chart, ChartContext, ChartJob, _decorate, scenario_jobs, _draw_series_curve, _finish, _legend_right,
                           model_and_dtype)
 from plots.data import SERIES, StreamGroup
 from plots.load import REQUEST_JOIN_COLUMNS, SOURCE_COLUMN, STREAM
@@ -231,6 +231,6 @@ def _requests_at(ctx: ChartContext, group: StreamGroup, rate: float) -> pd.DataF
 ALL_STREAM_CHARTS = (latency_vs_rate, throughput_vs_rate, goodput_vs_rate, ttft_cdf)
 
 
-def render_all(ctx: ChartContext) -> List[Chart]:
+def chart_jobs(ctx: ChartContext) -> List[ChartJob]:
     """Every stream chart, in the order the report shows them; none when no stream point ended ok."""
-    return render_scenario(ctx, STREAM, ALL_STREAM_CHARTS)
+    return scenario_jobs(ctx, STREAM, ALL_STREAM_CHARTS)

@@ -9,7 +9,7 @@ from tests.conftest import run_benchmark
 TINY = "yamls/cpu-tiny.yaml"
 KNOWN = ", ".join(REGISTRY.names())
 TOP_KEYS = ("benchmark_name, model, backends, scenario, batch_sizes, max_batch_size, stream, workload, sampling, input_lengths, output_lengths, num_batches, "
-            "num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s, "
+            "stop, num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s, "
             "output, hardware")
 PRESETS = "llama-1b, llama-2-13b, llama-2-70b, llama-2-7b, llama-3-70b, llama-3-8b, mistral-7b, mixtral-8x7b, tiny-llama"
 
@@ -21,7 +21,14 @@ CASES = {
                                "label, speculative, device, attn_implementation, cache_implementation, compile, batching, max_batch_size, "
                                "max_wait_ms)"),
     "wrong type in list": ([TINY, "batch_sizes=[1,x]"], "batch_sizes[1]: expected an integer, got 'x'"),
-    "wrong type scalar": ([TINY, "num_batches=two"], "num_batches: expected an integer, got 'two'"),
+    "wrong type scalar": ([TINY, "seed=two"], "seed: expected an integer, got 'two'"),
+    "bad num_batches": ([TINY, "num_batches=two"], "num_batches: must be an integer of at least 1, or auto, got 'two'"),
+    "stop without auto": ([TINY, "stop.target_ci_pct=1"], "stop: decides when num_batches: auto stops timing; with a "
+                          "fixed num_batches, remove it"),
+    "stop too early": ([TINY, "num_batches=auto", "stop.min_batches=1"], "stop.min_batches: must be at least 2 (an "
+                       "interval needs two batches), got 1"),
+    "stop max below min": ([TINY, "num_batches=auto", "stop.max_batches=3"], "stop.max_batches: must be at least "
+                           "stop.min_batches (5), got 3"),
     "not a list": ([TINY, "input_lengths=8"], "input_lengths: expected a list, got 8"),
     "not a batch size": ([TINY, "batch_sizes=big"], "batch_sizes: must be a list of positive integers or auto, got "
                          "'big'"),

@@ -21,7 +21,7 @@ def test_exit_code_and_files(sweep):
     proc, out = sweep
     assert proc.returncode == 0, proc.stderr
     assert {p.name for p in out.iterdir()} == {"results.csv", "samples.csv", "manifest.json", "logs", "tokens.jsonl",
-                                              "hardware_peaks.json", "plots"}
+                                              "hardware_peaks.json", "plots", "config.yaml"}
     assert (out / "logs" / "hf.log").exists()  # the worker process's own output
     assert (out / "plots" / "report.md").exists() and "Charts and report in" in proc.stdout
     assert "Results" in proc.stdout and str(out) in proc.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from plots import PlotError, data, make_report, style
+from plots import PlotError, charts, data, make_report, style
 from plots.__main__ import main
 from plots.labels import PointLabel, place_point_labels
 from plots.load import load_results, to_numbers
@@ -151,6 +151,7 @@ def test_two_hardware_folders_give_one_curve_each_on_the_same_axes(tmp_path, mon
         return real_save(fig, out_dir, stem, formats)
 
     monkeypatch.setattr(style, "save", save_and_record)
+    monkeypatch.setattr(charts, "MAX_DRAWING_PROCESSES", 1)  # draw here, where the recording save is
     set_status(gpu, "oom", batch_size="16", input_length="512")
     text = make_report([cpu, gpu], tmp_path / "out").read_text()
     assert {CPU, A100} <= set(legends["latency_vs_throughput_in128_out64"])

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from backends.base import Backend, BackendOptions, Placement
-from harness.config import ModelConfig, SweepConfig
+from harness.config import ModelConfig, StopConfig, SweepConfig
 from harness.memory import MemoryEstimate
 from harness.models import resolve_model
 from harness.records import RunContext, point_key
@@ -46,7 +46,8 @@ def model():
 
 def run_entry(model, backend_cls, batch_sizes=(1, 4, 8, 16), lengths=((16, 4),), done=(), skip=None, **cfg):
     config = SweepConfig(benchmark_name="t", batch_sizes=list(batch_sizes), input_lengths=[i for i, _ in lengths],
-                         output_lengths=[o for _, o in lengths], num_batches=2, num_warmup_batches=1, **cfg)
+                         output_lengths=[o for _, o in lengths], num_warmup_batches=1,
+                         **{"num_batches": 2, **cfg})
     points = [PlannedPoint(SweepPoint(i, o, b), MemoryEstimate(1, 1, 1), skip)
               for i, o in lengths for b in batch_sizes]
     workload = RandomWorkload.build(RandomOptions(), config, model)
@@ -122,3 +123,25 @@ def test_planned_skips_never_load_the_model(model):
 
     r = run_entry(model, NeverLoad, batch_sizes=(1,), skip="needs an estimated 99 GiB")
     assert r[(1, 16, 4)].status == "skipped" and r[(1, 16, 4)].error == "needs an estimated 99 GiB"
+
+
+class Alternating(Scripted):
+    """Batches alternate between 3 ms and 30 ms: the mean is never known to within a few percent."""
+
+    calls = 0
+
+    def run(self, batch):
+        type(self).calls += 1
+        d = 0.001 if self.calls % 2 else 0.010
+        t = time.perf_counter()
+        return BatchTiming(t, t + d, t + 2 * d, t + 3 * d, (batch.max_output_tokens,) * batch.batch_size)
+
+
+def test_num_batches_auto_stops_when_converged_or_at_max_batches(model):
+    stop = StopConfig(target_ci_pct=2.0, min_batches=3, max_batches=7)
+    steady = run_entry(model, Scripted, batch_sizes=(1,), num_batches="auto", stop=stop)[(1, 16, 4)]
+    assert steady.converged is True and len(steady.samples) == 3  # 3 ms every time: narrow at the minimum
+    noisy = run_entry(model, Alternating, batch_sizes=(1,), num_batches="auto", stop=stop)[(1, 16, 4)]
+    assert noisy.converged is False and len(noisy.samples) == 7
+    fixed = run_entry(model, Alternating, batch_sizes=(1,))[(1, 16, 4)]
+    assert fixed.converged is None and len(fixed.samples) == 2

@@ -1,0 +1,97 @@
+"""Uncertainty of a point's figures over its timed batches (docs/measurement.md, "Uncertainty").
+
+Student's t for a mean; for a ratio of totals (throughput = tokens / time) the ratio estimator's
+linearised standard error. The t distribution is integrated numerically (no SciPy in the environment):
+for the quantiles used here the integral is exact to far more digits than any timing.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+CONFIDENCE = 0.95
+_GRID = 4001  # Simpson's rule over [0, x]: odd count
+
+
+def t_cdf(x: float, df: float) -> float:
+    """P(T <= x) for Student's t with `df` (any positive real) degrees of freedom."""
+    if x < 0:
+        return 1.0 - t_cdf(-x, df)
+    t = np.linspace(0.0, x, _GRID)
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    pdf = np.exp(log_norm - (df + 1) / 2 * np.log1p(t * t / df))
+    h = x / (_GRID - 1)
+    simpson = h / 3 * (pdf[0] + pdf[-1] + 4 * pdf[1:-1:2].sum() + 2 * pdf[2:-1:2].sum())
+    return 0.5 + float(simpson)
+
+
+@functools.lru_cache(maxsize=None)  # a sweep asks for a handful of (q, df) pairs, thousands of times
+def t_quantile(q: float, df: float) -> float:
+    """The x with P(T <= x) = q, for q in (0.5, 1): bisection on `t_cdf`."""
+    high = 1.0
+    while t_cdf(high, df) < q:
+        high *= 2
+    low = 0.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if t_cdf(middle, df) < q else (low, middle)
+    return (low + high) / 2
+
+
+def t_critical(df: float, confidence: float = CONFIDENCE) -> float:
+    """The two-sided critical value: t_{(1 + confidence) / 2, df}."""
+    return t_quantile((1 + confidence) / 2, df)
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+
+def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Optional[Interval]:
+    """Student's t interval of the mean; None below two values (no spread to speak of)."""
+    if len(values) < 2:
+        return None
+    a = np.asarray(values, dtype=float)
+    half = t_critical(len(a) - 1, confidence) * a.std(ddof=1) / math.sqrt(len(a))
+    return Interval(float(a.mean() - half), float(a.mean() + half))
+
+
+def ratio_interval(numerators: Sequence[float], denominators: Sequence[float],
+                   confidence: float = CONFIDENCE) -> Optional[Interval]:
+    """Interval of R = sum(numerators) / sum(denominators), one pair per batch: the ratio estimator's linearised
+    standard error sqrt(sum((y - R x)^2) / (n - 1)) / (mean(x) sqrt(n)), with t at n - 1 degrees of freedom."""
+    if len(numerators) < 2:
+        return None
+    y, x = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    ratio = y.sum() / x.sum()
+    residuals = y - ratio * x
+    se = math.sqrt((residuals**2).sum() / (len(x) - 1)) / (x.mean() * math.sqrt(len(x)))
+    half = t_critical(len(x) - 1, confidence) * se
+    return Interval(float(ratio - half), float(ratio + half))
+
+
+def within(interval: Optional[Interval], target_pct: float) -> bool:
+    """The interval's half-width is at most target_pct % of its centre (the mean)."""
+    if interval is None:
+        return False
+    centre = (interval.low + interval.high) / 2
+    return centre > 0 and interval.half_width <= target_pct / 100 * centre
+
+
+def cv(values: Sequence[float]) -> Optional[float]:
+    """Coefficient of variation: sample std / mean."""
+    if len(values) < 2:
+        return None
+    a = np.asarray(values, dtype=float)
+    return float(a.std(ddof=1) / a.mean()) if a.mean() else None
