@@ -114,12 +114,16 @@ class CsvTail:
         self.name = name or self.path.name
         self._offset_bytes = 0
         self._header = ""
+        self._inode: Optional[int] = None
 
     def emit_new(self) -> str:
         if not self.path.exists():
             return ""
-        if self.path.stat().st_size < self._offset_bytes:  # rewritten (resume drops orphan samples): start over
-            self._offset_bytes, self._header = 0, ""
+        stat = self.path.stat()
+        # Rewritten (resume drops orphan samples; a batch search marks its largest batch): start over, since the
+        # offset no longer falls between records. Rewrites replace the file, so its inode changes.
+        if stat.st_size < self._offset_bytes or stat.st_ino != self._inode:
+            self._offset_bytes, self._header, self._inode = 0, "", stat.st_ino
         records = self._read_records()
         if not self._header and records:
             self._header = records.pop(0)

@@ -8,6 +8,7 @@ them); tests/fixtures/mcli/tiny-cpu/ holds the files it must rebuild, byte for b
 
 import csv
 import io
+import os
 import json
 import socket
 import sys
@@ -371,6 +372,21 @@ def test_csv_tail_emits_complete_records_only(tmp_path):
     assert tail.emit_new() == ""
     assert logmarkers.parse(first + second) == {"r.csv": read_exact(path)}
     assert first.count("@@BENCH-ROW") == 1 and second.count("@@BENCH-ROW") == 1
+
+
+def test_csv_tail_starts_over_when_the_file_is_replaced(tmp_path):
+    """A batch search marks its largest batch by replacing results.csv with a longer one: the old offset would fall
+    inside a record."""
+    path = tmp_path / "r.csv"
+    path.write_bytes(b"batch,max\r\n8,\r\n16,\r\n")
+    tail = logmarkers.CsvTail(path)
+    tail.emit_new()
+    replaced = tmp_path / "r.csv.tmp"
+    replaced.write_bytes(b"batch,max\r\n8,\r\n16,true\r\n,result\r\n")
+    os.replace(replaced, path)
+    again = tail.emit_new()
+    assert logmarkers.parse(again) == {"r.csv": read_exact(path)}
+    assert again.count("@@BENCH-ROW") == 3
 
 
 def test_write_bypasses_the_stdout_proxy_of_a_live_progress_bar(monkeypatch):
