@@ -14,6 +14,7 @@ from backends.hf_assisted import AssistedGeneration
 from backends.hf_continuous import CB_PAGE_SIZE, ContinuousBatcher, cb_sizes
 from harness import speculative, weights
 from harness.config import opt
+from harness.fields import is_int
 from harness.errors import UserError
 from harness.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.models import ModelSpec, architecture
@@ -84,7 +85,7 @@ class HFOptions(GenerateOptions):
             raise UserError(f"{key}.compile: true needs {key}.cache_implementation: static")
         if self.batching not in BATCHING:
             raise UserError(f"{key}.batching: {self.batching!r} is not one of {', '.join(BATCHING)}")
-        if isinstance(self.max_batch_size, bool) or not isinstance(self.max_batch_size, int) or self.max_batch_size < 1:
+        if not is_int(self.max_batch_size) or self.max_batch_size < 1:
             raise UserError(f"{key}.max_batch_size: must be an integer of at least 1, got {self.max_batch_size!r}")
         wait = self.max_wait_ms
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait < float("inf"):

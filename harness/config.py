@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
 from harness.errors import UserError
-from harness.fields import opt  # re-exported: backends and workloads declare their options with it
+from harness.fields import is_int, opt  # opt re-exported: backends and workloads declare their options with it
 from harness.stream_config import StreamConfig, validate_stream
 
 if typing.TYPE_CHECKING:
@@ -285,7 +285,7 @@ def validate(config: SweepConfig) -> None:
 def _validate_num_batches(config: SweepConfig) -> None:
     stop = config.stop
     if config.num_batches != "auto":
-        if not _is_int(config.num_batches) or config.num_batches < 1:
+        if not is_int(config.num_batches) or config.num_batches < 1:
             raise UserError(f"num_batches: must be an integer of at least 1, or auto, got {config.num_batches!r}")
         if stop != StopConfig():
             raise UserError("stop: decides when num_batches: auto stops timing; with a fixed num_batches, remove it")
@@ -333,13 +333,13 @@ def _validate_scenario(config: SweepConfig) -> None:
 
 
 def _validate_batch_sizes(config: SweepConfig) -> None:
-    if _is_int(config.batch_sizes):
+    if is_int(config.batch_sizes):
         config.batch_sizes = [config.batch_sizes]
     if config.batch_sizes != "auto":
         if not isinstance(config.batch_sizes, list):
             raise UserError(f"batch_sizes: must be a list of positive integers or auto, got {config.batch_sizes!r}")
         for i, size in enumerate(config.batch_sizes):
-            if not _is_int(size):
+            if not is_int(size):
                 raise UserError(f"batch_sizes[{i}]: expected an integer, got {size!r}")
         _check_positive_list("batch_sizes", config.batch_sizes)
         if config.max_batch_size is not None:
@@ -347,10 +347,6 @@ def _validate_batch_sizes(config: SweepConfig) -> None:
                             "remove it")
     elif config.max_batch_size is not None and config.max_batch_size < 1:
         raise UserError(f"max_batch_size: must be at least 1, got {config.max_batch_size}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _validate_upload_uri(uri: str) -> None:

@@ -10,6 +10,11 @@ from typing import Any
 from omegaconf import MISSING
 
 
+def is_int(value: Any) -> bool:
+    """An integer as YAML gives it, not a bool (which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def opt(default: Any = MISSING, *, help: str, factory: Any = dataclasses.MISSING) -> Any:
     """A dataclass field with a help text; without a default (OmegaConf's MISSING) the key is required."""
     if factory is not dataclasses.MISSING:

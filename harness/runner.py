@@ -15,13 +15,13 @@ import importlib
 import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
+from harness import stats
+from harness.batchsearch import BatchSearch
 from harness.config import SweepConfig
 from harness.energy import EnergyMeter
 from harness.errors import ShortOutputError
 from harness.metrics import slo_met, summarize_stream
 from harness.models import ModelSpec
-from harness import stats
-from harness.batchsearch import BatchSearch
 from harness.ratesearch import RateSearch
 from harness.records import SLO, BatchSample, PointResult, RunContext, point_key
 from harness.stream import StreamSpec, StreamTiming
@@ -182,7 +182,7 @@ class EntryRunner:
             self._note_oom(pp.point)
         result.peak_memory_bytes = self.backend.peak_memory.read()
         result.engine_stats = self.engine_stats
-        result.phase_s = dict(self.phase_s)  # what an OOM or error cut short counts up to where it stopped
+        result.phase_s = dict(self.phase_s)  # an OOM's count up to where it stopped
         result.token_ids = self.first_token_ids if result.status == "ok" else None
         return result
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, List
 
 from harness.errors import UserError
-from harness.fields import opt
+from harness.fields import is_int, opt
 
 ARRIVALS = ("poisson", "constant", "burst")
 
@@ -62,7 +62,7 @@ def validate_stream(stream: StreamConfig) -> None:
     else:
         stream.request_rates = _rates(stream.request_rates)
     caps = stream.max_concurrency if isinstance(stream.max_concurrency, list) else [stream.max_concurrency]
-    if not caps or any(c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1) for c in caps):
+    if not caps or any(c is not None and (not is_int(c) or c < 1) for c in caps):
         raise UserError(f"stream.max_concurrency: must be null (no cap) or positive integers, a list or one, got "
                         f"{stream.max_concurrency!r}")
     if len(set(caps)) != len(caps):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator, List, Optional, Tuple
 
 from harness.errors import UserError, known_names
+from harness.fields import is_int
 from workloads.templates import Message, conversation_problem
 
 SUFFIXES = (".jsonl", ".json", ".txt")
@@ -149,7 +150,7 @@ def _message(item: Any, index: int, at: str) -> Message:
 def _max_tokens(value: Any, at: str) -> Optional[int]:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_int(value) or value < 1:
         raise UserError(f'{at}: "max_tokens" must be a positive integer, got {json.dumps(value)}')
     return value
 
