@@ -28,6 +28,7 @@ from harness.models import ModelSpec
 
 # A CPU "device" is a core; two ranks is the smallest real tensor-parallel run (and all a 2-core box holds).
 CPU_DEFAULT_RANKS = 2
+SHM_DIR = "/dev/shm"
 # init_inference keys that duplicate a typed option (DeepSpeed's aliases included): one place per setting.
 OPTION_KEYS = {
     "tensor_parallel": "tp_size", "tp": "tp_size", "mp_size": "tp_size", "dtype": "dtype",
@@ -132,6 +133,8 @@ class DeepSpeedBackend(HFBackend):
         self._ready(self.engine, device_sync(self.placement.device))
         # Peak RSS up to here (the runner resets it per point, so the load's peak is only seen now).
         self.load_rss_bytes = _gather_from_ranks((rss_before_load, process_peak_rss_bytes(os.getpid())))
+        # Past that collective every rank has mapped every other rank's buffer, so the names can go.
+        _unlink_shm_allreduce_buffer()
 
     def _build_model(self) -> Tuple[object, bool]:
         """The HF model to hand to DeepSpeed, and whether its random weights are still to be filled per shard."""
@@ -270,6 +273,27 @@ def _shm_allreduce_active() -> bool:
     from deepspeed.comm import comm
 
     return getattr(getattr(comm, "cdb", None), "shm_comm_op", None) is not None
+
+
+def _unlink_shm_allreduce_buffer() -> None:
+    """Remove this rank's name for DeepSpeed's shared-memory all-reduce buffer (CPU).
+
+    DeepSpeed creates one 66 MiB /dev/shm segment per rank and never unlinks it, so each CPU run used to
+    leave them behind for good: /dev/shm is RAM, and a few hundred runs left the host too little memory
+    for the next sweep. Once all ranks have mapped the segments, unlinking only drops the name; the memory
+    lives until the last rank exits, however it exits.
+    """
+    if not _shm_allreduce_active():
+        return
+    import torch.distributed as dist
+
+    # shm.cpp's name: deepspeed_allreduce_buffer_{uid}_{MASTER_ADDR}_{MASTER_PORT}_{rank}
+    name = (f"deepspeed_allreduce_buffer_{os.getuid()}_{os.environ.get('MASTER_ADDR', '')}_"
+            f"{os.environ.get('MASTER_PORT', '')}_{dist.get_rank() if dist.is_initialized() else 0}")
+    try:
+        os.unlink(os.path.join(SHM_DIR, name))
+    except FileNotFoundError:
+        pass
 
 
 def _gather_from_ranks(value) -> list:

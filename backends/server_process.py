@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import List
 
+from harness.process_group import end_group
 from harness.worker import die_with_parent
 
 STOP_GRACE_S = 20.0
@@ -25,47 +24,10 @@ def start_server(argv: List[str], log_path: Path) -> subprocess.Popen:
                                 start_new_session=True, preexec_fn=die_with_parent)
 
 
-def group_alive(pgid: int) -> bool:
-    """Whether any process of group `pgid` is still running (zombies, already dead, do not count)."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp ...: comm may hold spaces or parentheses, so split after the last ')'.
-        fields = stat[stat.rfind(")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
 def stop_group(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM the server's whole process group (it leads it: start_new_session), wait up to `grace_s` for
     every member to end, then SIGKILL whatever is left. Reaps the leader."""
-    pgid = proc.pid
-
-    def signal_group(sig: int) -> None:
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    signal_group(signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while True:
-        proc.poll()
-        if not group_alive(pgid):
-            break
-        if time.monotonic() > deadline:
-            signal_group(signal.SIGKILL)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-            break
-        time.sleep(0.05)
+    end_group(proc, exit_s=0.0, term_s=grace_s)
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

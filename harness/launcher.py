@@ -22,12 +22,15 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from harness.manifest import engine_environment
+from harness.process_group import end_group
 from harness.records import PointResult, point_key
 from harness.sweep import EntryPlan, PlannedPoint
 from harness.worker import WorkerJob
 
 REPO = Path(__file__).resolve().parent.parent
 POLL_S = 0.5
+WORKER_EXIT_S = 60.0  # a finished worker closing its engine (vLLM's shutdown takes seconds)
+CHILDREN_EXIT_S = 10.0  # then what the worker left ending (engine processes, multiprocessing's resource tracker)
 
 
 @dataclass
@@ -179,21 +182,14 @@ def _handle(kind: str, payload, state: Supervision, emit) -> None:
 
 
 def _stop(proc: subprocess.Popen, graceful: bool) -> None:
-    """End the worker's whole process group (engine children, ranks): a finished worker gets time to exit."""
+    """End the worker's whole process group (engine children, ranks): a finished worker, and the engine processes
+    it leaves shutting down, get time to exit; a hung one is stopped at once."""
     if graceful:
         try:
-            proc.wait(timeout=60)
+            proc.wait(timeout=WORKER_EXIT_S)
         except subprocess.TimeoutExpired:
             pass
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-        except subprocess.TimeoutExpired:
-            continue
+    end_group(proc, exit_s=CHILDREN_EXIT_S if graceful else 0.0, term_s=10.0)
 
 
 def _exit_reason(proc: subprocess.Popen, state: Supervision, log_path: Path) -> str:

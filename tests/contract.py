@@ -9,6 +9,8 @@ import pytest
 from harness.writers import RESULT_COLUMNS
 from tests.conftest import run_benchmark
 
+SHM = "/dev/shm"
+
 MARKER = "BENCH_TEST_RUN"  # set in each benchmark.py started by a test, inherited by every worker: finds leftovers
 
 REQUIRED = (
@@ -84,3 +86,34 @@ def processes_with(marker: str):
         except OSError:
             continue
     return found
+
+
+def shm_segments() -> set:
+    """Names in /dev/shm: shared memory, RAM until unlinked, whoever created it."""
+    return set(os.listdir(SHM))
+
+
+def remove_orphaned_shm(before: set) -> list:
+    """Unlink the /dev/shm segments created since `before` that no live process maps or holds open; returns them.
+
+    Only a clean shutdown unlinks an engine's queues; a test that SIGKILLs an engine, as an OOM killer would,
+    leaves them behind, and on a machine that runs the suite again and again they add up to all of its RAM.
+    """
+    in_use = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                in_use.update(line.rsplit("/dev/shm/", 1)[1].strip() for line in f if "/dev/shm/" in line)
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith(str(SHM) + "/"):
+                    in_use.add(target[len(str(SHM)) + 1:])
+        except OSError:
+            continue
+    orphans = sorted(shm_segments() - before - in_use)
+    for name in orphans:
+        try:
+            os.unlink(os.path.join(SHM, name))
+        except FileNotFoundError:
+            pass
+    return orphans

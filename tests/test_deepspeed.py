@@ -16,6 +16,11 @@ from tests.contract import assert_csv_contract, processes_with, rows, run_marked
 GiB = 1024**3
 
 
+def ds_shm_segments() -> set:
+    """DeepSpeed's shared-memory all-reduce buffers: RAM until unlinked, so none may outlive a run."""
+    return {p.name for p in Path("/dev/shm").glob("deepspeed_allreduce_buffer_*")}
+
+
 def runtime(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_text())["backends"][0]["runtime"]
 
@@ -24,12 +29,13 @@ def runtime(out: Path) -> dict:
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("deepspeed")
     yaml = write_sweep(tmp / "tiny.yaml", "{name: deepspeed, device: cpu}")
+    before = ds_shm_segments()
     proc, marker = run_marked(yaml, "--output-dir", tmp / "out")
-    return proc, tmp / "out", marker
+    return proc, tmp / "out", marker, ds_shm_segments() - before
 
 
 def test_end_to_end_with_two_ranks(sweep):
-    proc, out, marker = sweep
+    proc, out, marker, leaked_shm = sweep
     assert proc.returncode == 0, proc.stderr
     assert_csv_contract(out, "deepspeed", points=8, num_batches=2, num_devices=2, tp_size=2)
     info = runtime(out)
@@ -40,6 +46,7 @@ def test_end_to_end_with_two_ranks(sweep):
     manifest = json.loads((out / "manifest.json").read_text())
     assert info["architecture"] == manifest["model"]["architecture"]  # the whole model's shapes, not a shard's
     assert not processes_with(marker)
+    assert not leaked_shm
 
 
 @pytest.mark.parametrize("kind,overrides,reason", [
@@ -49,6 +56,7 @@ def test_end_to_end_with_two_ranks(sweep):
 def test_a_failing_rank_ends_the_entry_in_error_rows_and_leaves_no_process(tmp_path, kind, overrides, reason):
     yaml = write_sweep(tmp_path / "ds.yaml", "{name: deepspeed, device: cpu}",
                       batch_sizes="[1, 4, 8]", input_lengths="[16]", output_lengths="[8]")
+    before = ds_shm_segments()
     proc, marker = run_marked(yaml, *overrides, "--output-dir", tmp_path / "out", fault=f"{kind}@deepspeed/1/4")
     assert proc.returncode == 1, proc.stderr
     by_batch = {int(r["batch_size"]): r for r in rows(tmp_path / "out" / "results.csv")}
@@ -57,6 +65,7 @@ def test_a_failing_rank_ends_the_entry_in_error_rows_and_leaves_no_process(tmp_p
     assert "during this point" in by_batch[4]["error"]
     assert by_batch[8]["status"] == "error" and by_batch[8]["error"].startswith("not run: the deepspeed worker")
     assert not processes_with(marker)
+    assert not ds_shm_segments() - before
 
 
 def test_a_rank_never_holds_the_whole_model(tmp_path):

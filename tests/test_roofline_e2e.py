@@ -33,6 +33,8 @@ def test_llama_1b_decode_uses_a_real_share_of_the_measured_bandwidth(sweep):
     proc, out = sweep
     assert proc.returncode == 0, proc.stderr
     results = {int(r["batch_size"]): r for r in rows(out / "results.csv")}
+    for r in results.values():  # llama-1b in fp32 needs about 5 GiB free: a host short of it skips, and says so
+        assert r["status"] == "ok", (r["status"], r["error"])
     one = results[1]
     assert 0.2 <= float(one["mbu"]) <= 1.0, one["mbu"]
     # 1.24B parameters minus the input embedding, in fp32, plus a little KV cache: about 4.1 GB a step.

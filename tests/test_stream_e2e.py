@@ -19,7 +19,7 @@ import pytest
 
 from harness.writers import REQUEST_COLUMNS, RESULT_COLUMNS
 from tests.conftest import REPO, run_benchmark
-from tests.contract import MARKER, processes_with, rows, run_marked
+from tests.contract import MARKER, processes_with, remove_orphaned_shm, rows, run_marked, shm_segments
 
 SERVER = ("{python} -m vllm.entrypoints.openai.api_server --model {model_dir} --load-format dummy --dtype float32 "
           "--enforce-eager --kv-cache-memory-bytes 268435456 --host 127.0.0.1 --port {port} --max-model-len 512 "
@@ -194,6 +194,7 @@ def test_a_server_that_dies_mid_point_costs_its_rows_and_the_sweep_goes_on(tmp_p
     config = stream_yaml(tmp_path / "s.yaml", backends, rates="[4, 8]")
     marker = uuid.uuid4().hex
     env = {**os.environ, MARKER: marker}
+    shm_before = shm_segments()
     proc = subprocess.Popen([sys.executable, str(REPO / "benchmark.py"), str(config), "--output-dir",
                              str(tmp_path / "out"), "--no-plots"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -204,6 +205,7 @@ def test_a_server_that_dies_mid_point_costs_its_rows_and_the_sweep_goes_on(tmp_p
         stdout, stderr = proc.communicate(timeout=300)
     finally:
         proc.kill()
+        remove_orphaned_shm(shm_before)  # what the killed engine's queues held
     assert proc.returncode == 1, stdout[-2000:] + stderr[-2000:]  # a point errored
     status = {(r["backend"], r["request_rate"]): (r["status"], r["error"]) for r in rows(tmp_path / "out" / "results.csv")}
     assert status[("vllm-serve", "4")][0] == status[("vllm-serve", "8")][0] == "error"
