@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts demo-stream demo-speculative test overhead overhead-stream agree-vllm agree-serve clean
+.PHONY: setup demo demo-prompts demo-stream demo-speculative test overhead overhead-stream plan-time agree-vllm agree-serve clean
 
 setup: $(READY)
 
@@ -36,6 +36,10 @@ overhead: setup
 # The stream client's own limit: p99 send slip at 1,000 requests/s against a null engine (target < 1 ms).
 overhead-stream: setup
 	$(PY) benchmarks/overhead_stream.py
+
+# `--plan` for 70B on 8 H100s, from a fresh interpreter as a user runs it (target < 5 s; no torch imported).
+plan-time: setup
+	$(PY) benchmarks/plan_time.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

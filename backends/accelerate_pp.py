@@ -21,6 +21,7 @@ from backends.hf import GenerateOptions, HFBackend
 from harness import weights
 from harness.config import opt
 from harness.errors import UserError
+from harness.fields import size_bytes
 
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 HOST_KEYS = ("cpu", "disk")
@@ -53,16 +54,14 @@ class AccelerateOptions(GenerateOptions):
 
 
 def _check_memory_entry(key: str, device, size, num_devices: Optional[int]) -> None:
-    from accelerate.utils import convert_file_size_to_int
-
     index = _device_key(device)
     if isinstance(index, str) and index not in HOST_KEYS:
         raise UserError(f"{key}: not a device; use a GPU index (0, 1, ...), cpu or disk")
     if isinstance(index, int) and num_devices is not None and index >= num_devices:
         raise UserError(f"{key}: GPU {index} is beyond num_devices ({num_devices})")
     try:
-        convert_file_size_to_int(size)
-    except (ValueError, TypeError):
+        size_bytes(size)
+    except ValueError:
         raise UserError(f"{key}: expected bytes or a size like 20GiB, got {size!r}") from None
 
 

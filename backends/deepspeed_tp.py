@@ -109,7 +109,7 @@ class DeepSpeedBackend(HFBackend):
         model = entry_model(options, model)
         ranks = cls.resolve_placement(options).tp_size
         e = estimate_point(model, batch_size, input_length, output_length)
-        c = model.hf_config
+        c = model.config
         embeddings = c.vocab_size * c.hidden_size * model.dtype_bytes
         return MemoryEstimate(e.weights_bytes + (ranks - 1) * embeddings, e.kv_cache_bytes,
                               e.activation_bytes * ranks)

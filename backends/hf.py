@@ -7,8 +7,6 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from transformers.generation.streamers import BaseStreamer
-
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
 from backends.hf_assisted import AssistedGeneration
 from backends.hf_continuous import CB_PAGE_SIZE, ContinuousBatcher, cb_sizes
@@ -105,8 +103,11 @@ class HFOptions(GenerateOptions):
         return self.compile
 
 
-class StepClock(BaseStreamer):
+class StepClock:
     """A streamer that stamps the host clock as each decoding step hands its tokens over.
+
+    It has transformers' BaseStreamer interface (put, end), duck-typed as `generate` uses it: subclassing would
+    import transformers, and with it torch, into every process that merely plans a sweep.
 
     `generate` calls `put` once with the prompt, then once per step with one new token
     for every sequence of the batch, so the first stamp is the batch's TTFT instant and

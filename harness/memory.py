@@ -41,7 +41,7 @@ def kv_cache_bytes(model: ModelSpec, batch_size: int, tokens: int) -> int:
 
     Sliding-window models are counted at full length: an over-estimate, never an under-estimate.
     """
-    c = model.hf_config
+    c = model.config
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
     return 2 * c.num_hidden_layers * kv_heads * head_dim * batch_size * tokens * model.dtype_bytes
@@ -56,7 +56,7 @@ def activation_bytes(model: ModelSpec, batch_size: int, input_length: int, eager
     (tiny-llama, 256 sequences, input 4): 254 MB above the weights, about eight [batch, vocab] fp32 copies.
     Eager attention also materializes the fp32 score matrix; SDPA/flash kernels do not.
     """
-    c = model.hf_config
+    c = model.config
     experts_per_token = getattr(c, "num_experts_per_tok", None) or 1
     tokens = batch_size * input_length
     layer = tokens * (4 * c.hidden_size + 3 * c.intermediate_size * experts_per_token) * model.dtype_bytes

@@ -1,7 +1,8 @@
 """Resolve the `model` section into a ModelSpec: the architecture, its sizes, where it comes from.
 
-Nothing here loads weights. Parameter counts come from building the model on the
-meta device, which is exact for every architecture (MoE included) and allocates nothing.
+Nothing here loads weights. A local config.json of a family harness/config_view.py knows is read and counted
+there, without transformers; anything else gets transformers' config, and its parameters are counted by building
+the model on the meta device, which is exact for every architecture (MoE included) and allocates nothing.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, List
+from typing import Any, Dict, FrozenSet, List, Optional
 
+from harness import config_view
 from harness.config import ModelConfig
+from harness.config_view import ConfigView
 from harness.errors import UserError, known_names
 
 PRESETS_DIR = Path(__file__).parent / "presets"
@@ -35,7 +38,8 @@ OVERRIDE_WORDING = {
 
 @dataclass
 class ModelSpec:
-    """A model as the harness sees it. `hf_config` already carries the YAML's overrides.
+    """A model as the harness sees it. `config` (torch-free, what planning reads) and `hf_config` (transformers',
+    what engines build from, made on first use) both carry the YAML's overrides.
 
     `name` is the preset or path; `changes` the overrides that changed a field of it, so that a
     modified preset is never reported under the preset's bare name (see `label`).
@@ -45,9 +49,16 @@ class ModelSpec:
     source: str
     weights: str
     dtype: str
-    hf_config: Any
+    config: ConfigView
     num_params: int
     changes: Dict[str, Any] = field(default_factory=dict)
+    built_hf_config: Optional[Any] = field(default=None, repr=False)
+
+    @property
+    def hf_config(self):
+        if self.built_hf_config is None:  # read fast; only a source with no overrides gets here
+            self.built_hf_config = _load_hf_config(self.source)
+        return self.built_hf_config
 
     @property
     def label(self) -> str:
@@ -69,14 +80,14 @@ class ModelSpec:
 
     @property
     def max_positions(self) -> int:
-        return int(self.hf_config.max_position_embeddings)
+        return int(self.config.max_position_embeddings)
 
     @property
     def special_token_ids(self) -> FrozenSet[int]:
         """Token ids a random prompt must avoid: a stray EOS or BOS changes what the model does."""
         ids = set()
         for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
-            value = getattr(self.hf_config, key, None)
+            value = getattr(self.config, key, None)
             ids.update(value if isinstance(value, list) else [value] if value is not None else [])
         return frozenset(ids)
 
@@ -95,19 +106,27 @@ def resolve_model(config: ModelConfig) -> ModelSpec:
         source, name = str(PRESETS_DIR / config.preset), config.preset
     else:
         source = name = config.name_or_path
+    view = None if config.overrides else config_view.read_local(source)
+    if view is not None:
+        return ModelSpec(name, source, config.weights, config.dtype, view, config_view.count_parameters(view))
     preset_config = _load_hf_config(source)
     hf_config = _with_overrides(preset_config, source, config.overrides)
     changes = {k: v for k, v in config.overrides.items() if getattr(preset_config, k) != getattr(hf_config, k)}
-    return ModelSpec(name, source, config.weights, config.dtype, hf_config, count_parameters(hf_config), changes)
+    return ModelSpec(name, source, config.weights, config.dtype, view_of(hf_config), count_parameters(hf_config),
+                     changes, hf_config)
 
 
-def architecture(hf_config) -> Dict[str, Any]:
+def view_of(hf_config) -> ConfigView:
+    return ConfigView(hf_config.to_dict())
+
+
+def architecture(config) -> Dict[str, Any]:
     """The shape fields that decide compute and KV-cache size, as an engine builds them.
 
     Engines report theirs in the manifest (`backends[].runtime.architecture`), so two engines given
     the same YAML can be checked to have measured the same model.
     """
-    c = getattr(hf_config, "text_config", None) or hf_config
+    c = getattr(config, "text_config", None) or config
     heads = c.num_attention_heads
     return {"num_hidden_layers": c.num_hidden_layers, "hidden_size": c.hidden_size,
             "intermediate_size": getattr(c, "intermediate_size", None), "num_attention_heads": heads,

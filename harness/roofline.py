@@ -35,7 +35,7 @@ class Shape:
 
     @classmethod
     def of(cls, model: ModelSpec) -> "Shape":
-        c = getattr(model.hf_config, "text_config", None) or model.hf_config
+        c = getattr(model.config, "text_config", None) or model.config
         head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
         experts = getattr(c, "num_local_experts", None) or getattr(c, "num_experts", None) or 1

@@ -219,7 +219,7 @@ def run_context(config: SweepConfig, model: ModelSpec, plan: EntryPlan) -> RunCo
 def _model_info(model: ModelSpec) -> dict:
     return {"name": model.name, "label": model.label, "overrides": model.changes, "source": model.source,
             "weights": model.weights, "dtype": model.dtype, "num_params": model.num_params,
-            "architecture": architecture(model.hf_config), "config": model.hf_config.to_diff_dict()}
+            "architecture": architecture(model.config), "config": model.hf_config.to_diff_dict()}
 
 
 def _entry_info(plan: EntryPlan) -> dict:

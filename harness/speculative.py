@@ -134,17 +134,17 @@ def draft_model(spec: SpeculativeConfig, target, key: str = "speculative"):
     `layers_of_target` not fewer than the target's layers.
     """
     from harness.config import ModelConfig
-    from harness.models import ModelSpec, count_parameters, resolve_model, with_fewer_layers
+    from harness.models import ModelSpec, count_parameters, resolve_model, view_of, with_fewer_layers
 
     draft = spec.draft
     if draft.layers_of_target is not None:
-        layers = target.hf_config.num_hidden_layers
+        layers = target.config.num_hidden_layers
         if draft.layers_of_target >= layers:
             raise UserError(f"{key}.draft.layers_of_target: must be fewer than the target's {layers} layers, got "
                             f"{draft.layers_of_target}")
         hf_config = with_fewer_layers(target.hf_config, draft.layers_of_target)
         return ModelSpec(f"{target.name} (first {draft.layers_of_target} layers)", target.source, target.weights,
-                         target.dtype, hf_config, count_parameters(hf_config))
+                         target.dtype, view_of(hf_config), count_parameters(hf_config), built_hf_config=hf_config)
     if draft.preset is not None and target.weights == "pretrained":
         raise UserError(f"{key}.draft.preset: a preset has no weights, and the target's are pretrained; give "
                         "draft.name_or_path (or draft.layers_of_target)")
@@ -153,7 +153,7 @@ def draft_model(spec: SpeculativeConfig, target, key: str = "speculative"):
                                           weights=target.weights, dtype=target.dtype))
     except UserError as e:  # its message names model.*: say where the draft is
         raise UserError(f"{key}.draft: {str(e).split(': ', 1)[-1]}") from None
-    ours, theirs = model.hf_config.vocab_size, target.hf_config.vocab_size
+    ours, theirs = model.config.vocab_size, target.config.vocab_size
     if ours != theirs:
         raise UserError(f"{key}.draft: its vocabulary has {ours} tokens, the target's {theirs}; a draft must share "
                         "the target's tokenizer")

@@ -4,10 +4,12 @@ import json
 
 import pytest
 import torch
+from accelerate.utils import convert_file_size_to_int
 
 from backends.accelerate_pp import AccelerateBackend, AccelerateOptions, hooked_blocks
 from harness.config import ModelConfig
 from harness.errors import UserError
+from harness.fields import size_bytes
 from harness.memory import usable_cpus
 from harness.models import resolve_model
 from harness.sweep import SweepShape
@@ -104,3 +106,14 @@ def test_an_entry_needing_more_devices_is_skipped_with_both_numbers(sweep):
     assert "warning: backend acc-64: needs 64" in proc.stdout.replace("\n", " ")
     dry = run_benchmark(yaml, "--dry-run", timeout=120)
     assert dry.returncode == 0 and "needs 64" in dry.stdout
+
+
+@pytest.mark.parametrize("size", [5, "20GiB", "1.5GB", "8Gb", "100MB", "3MiB", "2KiB", "7kb", "0GB", "1e3MB"])
+def test_sizes_read_as_accelerate_reads_them(size):
+    assert size_bytes(size) == convert_file_size_to_int(size)
+
+
+@pytest.mark.parametrize("size", ["abc", "GB", "-1GB", -3, "12", True, 1.5])
+def test_what_is_not_a_size_is_refused(size):
+    with pytest.raises(ValueError):
+        size_bytes(size)

@@ -37,7 +37,7 @@ class RandomWorkload(Workload):
     @classmethod
     def build(cls, options: RandomOptions, config: SweepConfig, model: ModelSpec) -> "RandomWorkload":
         check_lengths(config, model)
-        return cls(options, config, allowed_token_ids(model.hf_config.vocab_size, model.special_token_ids))
+        return cls(options, config, allowed_token_ids(model.config.vocab_size, model.special_token_ids))
 
     @property
     def name(self) -> str:

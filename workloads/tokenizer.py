@@ -39,7 +39,7 @@ def load_tokenizer(config: ModelConfig, model: ModelSpec):
     except Exception as e:  # OSError, ValueError or hub errors, depending on what is missing
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"model.tokenizer: cannot load a tokenizer from {source!r} ({reason})") from None
-    vocab = model.hf_config.vocab_size
+    vocab = model.config.vocab_size
     if len(tokenizer) > vocab:
         raise UserError(f"model.tokenizer: {source} has {len(tokenizer)} tokens, more than {model.label}'s "
                         f"vocab_size ({vocab}); its ids would index past the embedding table")
