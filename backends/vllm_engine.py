@@ -362,6 +362,7 @@ class VLLMBackend(Backend):
                 "compilation_mode": str(self.compilation.mode), "cudagraph_mode": str(self.compilation.cudagraph_mode),
                 # Selected in the engine's worker process when not set here (or by VLLM_ATTENTION_BACKEND).
                 "attention_backend": str(self.attention.backend or "auto: vLLM's choice for the platform"),
+                "attention_impls_used": self._attention_impls_used(),
                 "architecture": self._architecture()}
         if self.spec_config is not None:  # what vLLM made of the entry's `speculative` section
             s = self.spec_config
@@ -371,6 +372,18 @@ class VLLMBackend(Backend):
             info["cpu_threads_bind"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")
             info["cpu_reserved_cpus"] = os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "vLLM default")
         return info
+
+    def _attention_impls_used(self) -> object:
+        """The attention implementations the engine's workers built, read back from them: each attention layer's
+        repr names its impl (`backend=CPUAttentionBackendImpl`). A list of names, or why it could not be read."""
+        try:
+            if getattr(self, "engine", None) is not None:
+                texts = self._loop.run_until_complete(self.engine.collective_rpc("get_model_inspection"))
+            else:
+                texts = self.llm.collective_rpc("get_model_inspection")
+        except Exception as e:  # an engine version without the RPC: say so, the run goes on
+            return f"unknown ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})"
+        return sorted({name for text in texts for name in re.findall(r"backend=(\w+)", str(text))})
 
     def _architecture(self) -> Dict[str, object]:
         """The shapes vLLM derived from the config folder it was given (its own head size and KV heads)."""

@@ -77,6 +77,9 @@ def test_vllm_runtime_in_manifest(sweep):
     assert entry["label"] == "vllm"
     runtime = entry["runtime"]
     assert runtime["kv_cache_capacity_tokens"] > 0 and runtime["cpu_threads_bind"] == "auto"
+    # What the engine's worker built, read back from it, not the "auto" it was given.
+    impls = runtime["attention_impls_used"]
+    assert isinstance(impls, list) and impls and all(name.endswith("Impl") for name in impls), impls
     assert (out / "logs" / "vllm.log").exists()
 
 
