@@ -75,6 +75,9 @@ class Backend(ABC):
     distributed: ClassVar[bool] = False
     # Imported (and timed: the manifest's time budget) before `load`, so that load_time_s is the model's alone.
     engine_modules: ClassVar[Tuple[str, ...]] = ()
+    # Builds from transformers' config (ModelSpec.hf_config, made on first use): made with the imports, for the
+    # same reason. A server that loads the model itself does not.
+    uses_hf_config: ClassVar[bool] = True
     # Random weights come from harness/weights.py (seeded per parameter name), so two backends that both
     # say so hold identical weights and their greedy tokens can be compared.
     harness_random_weights: ClassVar[bool] = False

@@ -100,6 +100,7 @@ class OpenAIBackend(Backend):
 
     Options = OpenAIOptions
     engine_modules = ("aiohttp",)
+    uses_hf_config = False
     scenarios = ("stream",)
 
     @classmethod

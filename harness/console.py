@@ -158,7 +158,8 @@ def print_time_budget(manifest: dict) -> None:
     if entries:
         table = Table(title="Time budget, seconds (manifest.json: time_budget_s)")
         table.add_column("backend")
-        names = {"worker_start_s": "start", "engine_import_s": "import", "load_s": "load", "warmup_s": "warm-up",
+        names = {"worker_start_s": "start", "engine_import_s": "import", "waiting_s": "wait", "load_s": "load",
+                 "warmup_s": "warm-up",
                  "timed_s": "timed", "shutdown_s": "shutdown", "other_s": "other", "total_s": "total"}
         for part in ENTRY_PARTS:
             table.add_column(names[part], justify="right")
@@ -168,8 +169,13 @@ def print_time_budget(manifest: dict) -> None:
     ratio = f", {sweep['wall_over_work']:.2f}x" if sweep["wall_over_work"] else ""
     console.print(f"Wall {sweep['wall_s']:.1f} s for {sweep['work_s']:.1f} s of work (engine import, load, warm-up, "
                   f"timed){ratio}; start-up {sweep['startup_s']:.1f} s, peak probe {sweep['peaks_probe_s']:.1f} s, "
-                  f"entries {sweep['entries_s']:.1f} s, charts {sweep['charts_s']:.1f} s, other "
+                  f"entries {sweep['entries_s']:.1f} s{_overlapped(sweep)}, charts {sweep['charts_s']:.1f} s, other "
                   f"{sweep['other_s']:.1f} s")
+
+
+def _overlapped(sweep: dict) -> str:
+    overlap_s = sweep.get("entries_overlap_s") or 0.0
+    return f" ({overlap_s:.1f} s of starts beside shutdowns)" if overlap_s >= 0.05 else ""
 
 
 def print_summary(rows: List[Dict[str, str]]) -> None:

@@ -7,6 +7,7 @@ The parent owns the CSV; the worker only sends records back (harness/worker.py).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import re
@@ -47,25 +48,33 @@ class Supervision:
     stamps: Dict[str, float] = field(default_factory=dict)  # time.monotonic() of spawned, connected, loading, ...
     phase_s: Dict[str, float] = field(default_factory=dict)  # warm-up and timed seconds, summed over points
 
-    def stamp(self, event: str) -> None:
-        self.stamps.setdefault(event, time.monotonic())
+    @property
+    def all_reported(self) -> bool:
+        return all(pp.point in self.reported for pp in self.todo)
+
+    def stamp(self, event: str, at: Optional[float] = None) -> None:
+        self.stamps.setdefault(event, time.monotonic() if at is None else at)
 
     def time_budget(self) -> Dict[str, float]:
         """Where the entry's wall time went (docs/measurement.md, "Where a sweep's time goes"): worker start up to
         its connecting, engine import (unpickling the job imports the backend's module, then its engine's),
-        model load, warm-up and timed work, shutdown from the last point's result (closing the engine, the
-        process exiting), and the rest (per-point bookkeeping, memory readings, gaps)."""
+        waiting for the previous entry's engine to end, model load, warm-up and timed work, shutdown from the last
+        point's result (closing the engine, the process group ending), and the rest (per-point bookkeeping, memory
+        readings, gaps). `overlap_s`, not a part: how long its start ran beside the previous entry's shutdown."""
         s = self.stamps
         total = s["exited"] - s["spawned"]
         parts = {"worker_start_s": s.get("connected", s["exited"]) - s["spawned"]}
         if "loading" in s:
             parts["engine_import_s"] = s["loading"] - s["connected"] + float(self.info.get("engine_import_s", 0.0))
+        if "gate_wait_s" in self.info:
+            parts["waiting_s"] = float(self.info["gate_wait_s"])
         if "load_time_s" in self.info:
             parts["load_s"] = float(self.info["load_time_s"])
         parts.update(warmup_s=self.phase_s.get("warmup_s", 0.0), timed_s=self.phase_s.get("timed_s", 0.0))
         if "done" in s:  # from the last point: closing the engine happens before the worker says it is done
             parts["shutdown_s"] = s["exited"] - s.get("last_result", s["done"])
-        return {"total_s": total, **parts, "other_s": total - sum(parts.values())}
+        overlap_s = max(0.0, s.get("gate_open", s["spawned"]) - s["spawned"])
+        return {"total_s": total, **parts, "other_s": total - sum(parts.values()), "overlap_s": overlap_s}
 
 
 def launch_command(plan: EntryPlan, job_path: Path, socket_path: Path) -> List[str]:
@@ -78,33 +87,76 @@ def launch_command(plan: EntryPlan, job_path: Path, socket_path: Path) -> List[s
             "--master-port", str(free_port()), *worker]
 
 
-def run_in_worker(job: WorkerJob, emit: Callable[[PointResult], None], log_path: Path,
-                  load_timeout_s: float, point_timeout_s: float) -> Dict[str, object]:
-    """Run the entry's points in a worker; every todo point is reported exactly once. Returns runtime info."""
-    key = job.context.backend
-    state = Supervision([pp for pp in job.plan.points if point_key(key, pp.point) not in job.done])
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        socket_path, job_path = Path(tmp) / "worker.sock", Path(tmp) / "job.pkl"
-        job_path.write_bytes(pickle.dumps(job))
-        listener = _listen(str(socket_path))
+class WorkerRun:
+    """One entry's worker, from its spawn to the end of its whole process group.
+
+    Entries overlap at one place only. Once a worker has reported its last point, `run` returns and the worker
+    closes its engine (seconds for vLLM) while the next entry's worker starts and imports its engine; that one
+    loads only after this one's group has ended (`end`), through a gate file, so no two engines ever hold memory
+    at once and nothing measured overlaps anything.
+    """
+
+    def __init__(self, job: WorkerJob, emit: Callable[[PointResult], None], log_path: Path, load_timeout_s: float,
+                 point_timeout_s: float):
+        self.emit, self.log_path = emit, log_path
+        self.load_timeout_s, self.point_timeout_s = load_timeout_s, point_timeout_s
+        self.state = Supervision([pp for pp in job.plan.points
+                                  if point_key(job.context.backend, pp.point) not in job.done])
+        self.runtime: Dict[str, object] = {}  # the manifest's entry runtime, completed by `end`
+        self.conn: Optional[Connection] = None
+        self._tmp = tempfile.TemporaryDirectory(prefix="bench-")
+        tmp = Path(self._tmp.name)
+        self.gate = tmp / "load.gate"
+        self.job = dataclasses.replace(job, load_gate=str(self.gate))
+        job_path, socket_path = tmp / "job.pkl", tmp / "worker.sock"
+        job_path.write_bytes(pickle.dumps(self.job))
+        self.listener = _listen(str(socket_path))
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        state.stamp("spawned")
+        self.state.stamp("spawned")
+        self.env = _worker_env(job.plan)
         with open(log_path, "ab") as log:
-            env = _worker_env(job.plan)
-            proc = subprocess.Popen(launch_command(job.plan, job_path, socket_path), cwd=REPO, stdout=log, stderr=log,
-                                    env=env, start_new_session=True)
+            self.proc = subprocess.Popen(launch_command(job.plan, job_path, socket_path), cwd=REPO, stdout=log,
+                                         stderr=log, env=self.env, start_new_session=True)
+        self._ended = False
+
+    def run(self, previous: Optional["WorkerRun"] = None) -> bool:
+        """Wait for `previous` to end, let this worker load, and supervise it until every point is reported or it
+        fails. True: it is closing its engine by itself, and `end` waits for that; False: `end` stops it."""
+        state = self.state
+        if previous is not None:
+            previous.end()
+        state.stamp("gate_open")
+        self.gate.touch()
+        self.conn = _accept(self.listener, self.proc, state, self.load_timeout_s)
+        self.listener.close()
+        if self.conn is not None:
+            _supervise(self.conn, self.proc, state, self.emit, self.load_timeout_s, self.point_timeout_s,
+                       until_reported=True)
+        return self.conn is not None and state.failure is None and state.all_reported
+
+    def end(self, abandon: bool = False) -> Dict[str, object]:
+        """Let a finished worker close its engine and exit (torchrun then writes which rank failed, and how), stop
+        a failed or hung one at once, end its whole group, report what it never did; the entry's runtime.
+        `abandon` (Ctrl-C): stop it at once and report nothing more, so that --resume runs what it did not."""
+        if self._ended:
+            return self.runtime
+        self._ended = True
+        state = self.state
+        if abandon:
+            state.failure = state.failure or "abandoned"
         try:
-            conn = _accept(listener, proc, state, load_timeout_s)
-            if conn is not None:
-                _supervise(conn, proc, state, emit, load_timeout_s, point_timeout_s)
+            if self.conn is not None and state.failure is None and not state.done:
+                _supervise(self.conn, self.proc, state, self.emit, self.load_timeout_s, WORKER_EXIT_S)
         finally:
-            listener.close()
-            # A worker that finished, or died by itself, gets time to exit (torchrun then writes which rank
-            # failed, and how); a hung one is killed at once.
-            _stop(proc, graceful=state.failure is None)
+            self.listener.close()
+            _stop(self.proc, graceful=state.failure is None)
             state.stamp("exited")
-    _report_unfinished(job, state, emit, _exit_reason(proc, state, log_path), log_path)
-    return {**state.info, "environment": engine_environment(env), "time_budget_s": state.time_budget()}
+            self._tmp.cleanup()
+        if not abandon:
+            _report_unfinished(self.job, state, self.emit, _exit_reason(self.proc, state, self.log_path),
+                               self.log_path)
+        self.runtime.update(state.info, environment=engine_environment(self.env), time_budget_s=state.time_budget())
+        return self.runtime
 
 
 def _worker_env(plan: EntryPlan) -> Dict[str, str]:
@@ -124,34 +176,37 @@ def _listen(path: str) -> socket.socket:
 
 def _accept(listener: socket.socket, proc: subprocess.Popen, state: Supervision,
             timeout_s: float) -> Optional[Connection]:
-    """Wait for rank 0 to connect: imports and engine start-up count against the load timeout."""
+    """Wait for rank 0 to connect: imports and engine start-up count against the load timeout. A worker that
+    connected and then died while the previous entry was ending is still accepted: its last words are queued."""
     deadline = time.monotonic() + timeout_s
     state.loading = True
-    while proc.poll() is None:
-        if time.monotonic() > deadline:
-            state.failure = f"timed out after {timeout_s:.0f} s (load_timeout_s) before reporting"
-            return None
+    while True:
         try:
             sock, _ = listener.accept()
         except socket.timeout:
+            if proc.poll() is not None:
+                return None
+            if time.monotonic() > deadline:
+                state.failure = f"timed out after {timeout_s:.0f} s (load_timeout_s) before reporting"
+                return None
             continue
         sock.setblocking(True)
-        state.stamp("connected")
         return Connection(sock.detach())
-    return None
 
 
 def _supervise(conn: Connection, proc: subprocess.Popen, state: Supervision, emit, load_timeout_s: float,
-               point_timeout_s: float) -> None:
+               point_timeout_s: float, until_reported: bool = False) -> None:
+    """Handle the worker's events until it is done (or, `until_reported`, has reported every point), dies, or is
+    silent for longer than the phase it is in allows (state.failure says which)."""
     last_event = time.monotonic()
-    while not state.done:
+    while not state.done and not (until_reported and state.all_reported):
         limit = load_timeout_s if state.loading else point_timeout_s
         if conn.poll(POLL_S):
             try:
-                kind, payload = conn.recv()
+                kind, payload, at = conn.recv()
             except (EOFError, OSError):
                 return
-            _handle(kind, payload, state, emit)
+            _handle(kind, payload, at, state, emit)
             last_event = time.monotonic()
         elif proc.poll() is not None and not conn.poll(0):
             return
@@ -161,8 +216,9 @@ def _supervise(conn: Connection, proc: subprocess.Popen, state: Supervision, emi
             return
 
 
-def _handle(kind: str, payload, state: Supervision, emit) -> None:
-    state.stamp(kind)
+def _handle(kind: str, payload, at: float, state: Supervision, emit) -> None:
+    """One event of the worker, `at` its time.monotonic() when it happened there."""
+    state.stamp(kind, at)
     if kind == "loading":
         state.loading = True
     elif kind == "loaded":
@@ -173,7 +229,7 @@ def _handle(kind: str, payload, state: Supervision, emit) -> None:
         if state.in_flight is not None and state.in_flight.point == payload.point:
             state.in_flight = None  # a search's probes come before its own result: the search is still in flight
         state.reported.add(payload.point)
-        state.stamps["last_result"] = time.monotonic()
+        state.stamps["last_result"] = at
         for phase, seconds in payload.phase_s.items():
             state.phase_s[phase] = state.phase_s.get(phase, 0.0) + seconds
         emit(payload)

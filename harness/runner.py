@@ -40,7 +40,14 @@ class RunEvents:
     def loaded(self, info: dict) -> None:
         pass
 
+    def may_load(self) -> float:
+        """Block until the engine may take memory (a worker waits for the previous entry's to end); seconds waited."""
+        return 0.0
+
     def started(self, point: SweepPoint) -> None:
+        pass
+
+    def closing(self) -> None:
         pass
 
     def finished(self, result: PointResult) -> None:
@@ -69,6 +76,7 @@ class EntryRunner:
                 self.events.finished(self._run_point(pp))
         finally:
             if self.backend is not None:
+                self.events.closing()
                 self.backend.close()
 
     def _run_point(self, pp: PlannedPoint, announce: bool = True) -> PointResult:
@@ -96,7 +104,11 @@ class EntryRunner:
         try:
             for module in self.plan.backend_cls.engine_modules:
                 importlib.import_module(module)
-            import_s, start = time.perf_counter() - start, time.perf_counter()
+            if self.plan.backend_cls.uses_hf_config:
+                _ = self.model.hf_config  # built on first use: importing its config classes is not the load
+            import_s = time.perf_counter() - start
+            gate_wait_s = self.events.may_load()
+            start = time.perf_counter()
             backend = self.plan.backend_cls(self.plan.options, self.model, self.plan.shape)
             self.memory_before_load_bytes = backend.peak_memory.current()
             backend.load()
@@ -107,7 +119,8 @@ class EntryRunner:
         self.backend, self.load_time_s = backend, time.perf_counter() - start
         self.engine_stats = backend.engine_stats()
         self.energy_meter = EnergyMeter.open(backend.placement.device, backend.placement.num_devices)
-        self.events.loaded({"load_time_s": self.load_time_s, "engine_import_s": import_s, **backend.runtime_info()})
+        self.events.loaded({"load_time_s": self.load_time_s, "engine_import_s": import_s, "gate_wait_s": gate_wait_s,
+                            **backend.runtime_info()})
 
     def _search_rate(self, pp: PlannedPoint) -> PointResult:
         """`request_rates: auto`: every probe is reported as a stream point of its own (`search` probe), then

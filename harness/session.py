@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Callable, List
+from typing import Callable, List, Optional, Tuple
 
 from harness import speculative
 from harness.config import SweepConfig, to_plain
@@ -17,7 +17,7 @@ from harness.crosscheck import TokenCrossCheck
 from harness.errors import UserError
 from harness.explain import PointExplainer
 from harness.hardware import entry_peaks
-from harness.launcher import run_in_worker
+from harness.launcher import WorkerRun
 from harness.manifest import build_manifest, hardware_label, now_iso, reproduce_command
 from harness.models import ModelSpec, architecture
 from harness.records import PointResult, RunContext, point_key
@@ -114,9 +114,7 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
             options.observer.point_written()
 
         try:
-            for plan, entry in zip(plans, manifest["backends"]):
-                entry["runtime"] = run_entry(plan, model, config, done, emit, out)
-                out.write_manifest(manifest)
+            run_entries(plans, manifest, model, config, done, emit, out)
         except KeyboardInterrupt:
             interrupted = True
     manifest.update(end_time=now_iso(), interrupted=interrupted)
@@ -196,17 +194,46 @@ def draw_charts(folder: Path) -> None:
     console.print(f"Charts and report in {report.parent}/ (open {report.name})")
 
 
-def run_entry(plan: EntryPlan, model: ModelSpec, config: SweepConfig, done: set,
-              emit: Callable[[PointResult], None], out: ResultsDir) -> dict:
-    """In a worker process when there is something to run; in-process when every point is skipped anyway."""
+def run_entries(plans: List[EntryPlan], manifest: dict, model: ModelSpec, config: SweepConfig, done: set,
+                emit: Callable[[PointResult], None], out: ResultsDir) -> None:
+    """Every entry in order, each one's runtime into the manifest as it ends."""
+    closing: Optional[WorkerRun] = None  # the last worker, closing its engine while the next one starts
+    try:
+        for plan, entry in zip(plans, manifest["backends"]):
+            entry["runtime"], closing = run_entry(plan, model, config, done, emit, out, closing)
+            out.write_manifest(manifest)
+    finally:
+        if closing is not None:
+            closing.end()
+
+
+def run_entry(plan: EntryPlan, model: ModelSpec, config: SweepConfig, done: set, emit: Callable[[PointResult], None],
+              out: ResultsDir, previous: Optional[WorkerRun]) -> Tuple[dict, Optional[WorkerRun]]:
+    """In a worker process when there is something to run; in-process when every point is skipped anyway.
+
+    Returns the entry's runtime (its worker fills in the rest as it ends) and the worker still closing its engine,
+    if one is: `previous`, or this entry's. `previous` ends before this entry's engine loads.
+    """
     context = run_context(config, model, plan)
     runnable = [pp for pp in plan.points if pp.skip_reason is None and point_key(plan.label, pp.point) not in done]
     if not runnable:
         EntryRunner(plan, model, config, context, RunEvents(emit)).run(done)
-        return {}
+        return {}, previous
     job = WorkerJob(plan, model, config, context, done)
-    return run_in_worker(job, emit, out.path / "logs" / f"{plan.label}.log", config.load_timeout_s,
-                         config.point_timeout_s)
+    worker = WorkerRun(job, emit, out.path / "logs" / f"{plan.label}.log", config.load_timeout_s,
+                       config.point_timeout_s)
+    try:
+        closing = worker.run(previous)
+    except BaseException:  # Ctrl-C: no worker outlives the sweep, and none runs on unrecorded
+        worker.end(abandon=True)
+        raise
+    finally:
+        if previous is not None:
+            previous.end()  # already, unless this worker failed before it
+    if not closing:
+        worker.end()
+        return worker.runtime, None
+    return worker.runtime, worker
 
 
 def run_context(config: SweepConfig, model: ModelSpec, plan: EntryPlan) -> RunContext:
@@ -219,7 +246,15 @@ def run_context(config: SweepConfig, model: ModelSpec, plan: EntryPlan) -> RunCo
 def _model_info(model: ModelSpec) -> dict:
     return {"name": model.name, "label": model.label, "overrides": model.changes, "source": model.source,
             "weights": model.weights, "dtype": model.dtype, "num_params": model.num_params,
-            "architecture": architecture(model.config), "config": model.hf_config.to_diff_dict()}
+            "architecture": architecture(model.config), "config": _config_fields(model)}
+
+
+def _config_fields(model: ModelSpec) -> dict:
+    """The model's config as given: its config.json when planning read it directly (importing transformers here,
+    in the parent, would cost seconds for this alone), else transformers' fields that differ from its defaults."""
+    if model.built_hf_config is None:
+        return model.config.to_dict()
+    return model.hf_config.to_diff_dict()
 
 
 def _entry_info(plan: EntryPlan) -> dict:

@@ -23,7 +23,10 @@ from harness.records import PointResult, RunContext
 from harness.runner import EntryRunner, RunEvents
 from harness.sweep import EntryPlan, SweepPoint
 
-FAULT_ENV = "BENCH_INJECT_FAULT"  # tests only: "KIND@LABEL/RANK/WHEN", WHEN a batch size or "load"; KIND segv|hang|exit
+GATE_POLL_S = 0.02
+FAULT_ENV = "BENCH_INJECT_FAULT"  # tests only: "KIND@LABEL/RANK/WHEN", WHEN a batch size, "load" or "close";
+# KIND segv | hang | exit | slow (SLOW_FAULT_S seconds)
+SLOW_FAULT_S = 8.0
 
 
 @dataclass
@@ -35,18 +38,28 @@ class WorkerJob:
     config: SweepConfig
     context: RunContext
     done: Set[tuple]
+    load_gate: Optional[str] = None  # a file whose existence lets the engine load (harness/launcher.py, WorkerRun)
 
 
 class ChannelEvents(RunEvents):
     """Forwards runner events to the parent as ("kind", payload) tuples."""
 
-    def __init__(self, conn, label: str, rank: int):
+    def __init__(self, conn, label: str, rank: int, load_gate: Optional[str] = None):
         super().__init__(emit=lambda result: None)
-        self.conn, self.label, self.rank = conn, label, rank
+        self.conn, self.label, self.rank, self.load_gate = conn, label, rank, load_gate
 
-    def _send(self, kind: str, payload=None) -> None:
+    def _send(self, kind: str, payload=None, at: Optional[float] = None) -> None:
+        """With the worker's own clock reading: CLOCK_MONOTONIC is one clock for every process of the machine, and
+        the parent may read the event much later (it accepts a worker only once the previous entry has ended)."""
         if self.conn is not None:
-            self.conn.send((kind, payload))
+            self.conn.send((kind, payload, time.monotonic() if at is None else at))
+
+    def may_load(self) -> float:
+        """Every rank waits, so that none allocates its shard beside the previous entry's engine."""
+        start = time.monotonic()
+        while self.load_gate is not None and not os.path.exists(self.load_gate):
+            time.sleep(GATE_POLL_S)
+        return time.monotonic() - start
 
     def loading(self) -> None:
         self._send("loading")
@@ -61,6 +74,9 @@ class ChannelEvents(RunEvents):
 
     def finished(self, result: PointResult) -> None:
         self._send("result", result)
+
+    def closing(self) -> None:
+        inject_fault(self.label, self.rank, "close")
 
 
 def inject_fault(label: str, rank: int, when) -> None:
@@ -77,6 +93,8 @@ def inject_fault(label: str, rank: int, when) -> None:
         time.sleep(10**6)
     elif kind == "exit":
         os._exit(3)
+    elif kind == "slow":  # a slow engine shutdown
+        time.sleep(SLOW_FAULT_S)
 
 
 def die_with_parent() -> None:
@@ -93,9 +111,11 @@ def main(job_path: str, socket_path: str) -> int:
     # Connect before unpickling the job: that imports the engine's module (transformers, vLLM), seconds the
     # parent should count as loading, not as a worker that never started.
     conn: Optional[object] = Client(socket_path, family="AF_UNIX") if rank == 0 else None
+    connected = time.monotonic()
     with open(job_path, "rb") as f:
         job: WorkerJob = pickle.load(f)
-    events = ChannelEvents(conn, job.context.backend, rank)
+    events = ChannelEvents(conn, job.context.backend, rank, job.load_gate)
+    events._send("connected", at=connected)
     EntryRunner(job.plan, job.model, job.config, job.context, events).run(job.done)
     events._send("done")
     return 0
