@@ -52,8 +52,8 @@ class VLLMOptions(BackendOptions):
     enforce_eager: bool = opt(False, help="Disable CUDA graphs and torch.compile (faster start, slower decode).")
     gpu_memory_utilization: float = opt(0.9, help="Share of each GPU's memory vLLM may take (GPU only).")
     kv_cache_memory_bytes: Optional[int] = opt(
-        None, help="KV cache size in bytes. Required on CPU, where it defaults to 2 GiB; on GPU it overrides "
-        "gpu_memory_utilization's sizing."
+        None, help="KV cache size in bytes; default on CPU 2 GiB, on GPU what gpu_memory_utilization leaves (a "
+        "value here overrides that sizing)."
     )
     # Off: a prefix-cache hit turns a prefill into a lookup, so TTFT would measure the cache, not the model.
     # Prompts are random, but off-by-default keeps that true for any input a user plugs in.

@@ -17,6 +17,7 @@ import backends
 import workloads
 from harness.config import SweepConfig, load_config, to_plain
 from harness.console import console, err_console, print_capacity, print_plan
+from harness import schema
 from harness.errors import UserError
 from harness.hardware import Machine, planning_for
 from harness.models import resolve_model
@@ -46,6 +47,9 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
                         help="print the largest batch that fits per entry and lengths (by the estimate) and exit; with "
                         "hardware.gpu=NAME hardware.num_gpus=N, on that machine instead of this one")
     parser.add_argument("--no-plots", action="store_true", help="skip drawing charts at the end of the sweep")
+    parser.add_argument("--schema", nargs="?", const="", metavar="SECTION",
+                        help="print every config key (type, default, help) and exit; SECTION narrows it, e.g. model, "
+                        "stream, backends.vllm, backends (all of them), workload.prompts")
     remote = parser.add_argument_group("MosaicML platform")
     remote.add_argument("--mcli", action="append", type=Path, metavar="TEMPLATE",
                         help="build a platform run from this compute template (repeatable); prints it unless --submit")
@@ -59,6 +63,10 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
 
 
 def _check_modes(args: argparse.Namespace) -> None:
+    if args.schema is not None:
+        if args.config or args.collect or args.mcli:
+            raise UserError("--schema: takes an optional SECTION only, no CONFIG, --collect or --mcli")
+        return
     if args.collect and (args.config or args.mcli):
         raise UserError("--collect: takes run names only, no CONFIG or --mcli")
     if not args.collect and not args.config:
@@ -73,6 +81,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parse_args(argv)
+        if args.schema is not None:
+            print(schema.render(schema.select(schema.sections(backends.REGISTRY, workloads.REGISTRY), args.schema)))
+            return 0
         if args.collect:
             return collect(args.collect, args.output_dir or RESULTS_ROOT)
         config = load_config(args.config, args.overrides, backends.REGISTRY, workloads.REGISTRY)
