@@ -196,7 +196,8 @@ def draw_charts(folder: Path) -> None:
 
 def run_entries(plans: List[EntryPlan], manifest: dict, model: ModelSpec, config: SweepConfig, done: set,
                 emit: Callable[[PointResult], None], out: ResultsDir) -> None:
-    """Every entry in order, each one's runtime into the manifest as it ends."""
+    """Every entry in order, each one's runtime into the manifest as it ends; the worker still closing its engine
+    is ended here, whether the loop finished or not."""
     closing: Optional[WorkerRun] = None  # the last worker, closing its engine while the next one starts
     try:
         for plan, entry in zip(plans, manifest["backends"]):
@@ -226,10 +227,7 @@ def run_entry(plan: EntryPlan, model: ModelSpec, config: SweepConfig, done: set,
         closing = worker.run(previous)
     except BaseException:  # Ctrl-C: no worker outlives the sweep, and none runs on unrecorded
         worker.end(abandon=True)
-        raise
-    finally:
-        if previous is not None:
-            previous.end()  # already, unless this worker failed before it
+        raise  # `previous`, if this worker failed before ending it, is ended by run_entries
     if not closing:
         worker.end()
         return worker.runtime, None
