@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from backends.base import Placement, resolve_device
 from harness.hardware import cuda_device_count
@@ -108,7 +108,10 @@ class DeepSpeedBackend(HFBackend):
         """
         model = entry_model(options, model)
         ranks = cls.resolve_placement(options).tp_size
-        e = estimate_point(model, batch_size, input_length, output_length)
+        # Eager attention's score matrices (MPT's only kind) are per head: each rank holds its heads' share, which
+        # activations x ranks counts generously.
+        e = estimate_point(model, batch_size, input_length, output_length,
+                           eager_attention=options.attn_implementation == "eager")
         c = model.config
         embeddings = c.vocab_size * c.hidden_size * model.dtype_bytes
         return MemoryEstimate(e.weights_bytes + (ranks - 1) * embeddings, e.kv_cache_bytes,
@@ -221,29 +224,46 @@ def fill_random_shards(module, full_shapes: Dict[str, tuple], names: Dict[str, s
     for mod_name, sub in module.named_modules():
         for key, param in sub.named_parameters(recurse=False):
             name = f"{mod_name}.{key}" if mod_name else key
-            full_shape, dim, start = _slice_of(sub, key, param)
+            full_shape, dim, pieces = _slice_of(sub, key, param)
             if full_shape != full_shapes.get(name, full_shape):
                 raise RuntimeError(f"random weights: {name} was resized by DeepSpeed in a way this backend cannot "
                                    "fill; use model.weights: pretrained")
-            weights.fill_(param.data, names.get(name, name), full_shape, dim, start, init_range=init_range)
+            for at, start, width in pieces:
+                whole = param.dim() == 0 or (at, width) == (0, param.shape[dim])
+                dst = param.data if whole else param.data.narrow(dim, at, width)
+                weights.fill_(dst, names.get(name, name), full_shape, dim, start, init_range=init_range)
 
 
-def _slice_of(module, key: str, param) -> Tuple[tuple, int, int]:
-    """(full shape, sharded dim, first index) of one parameter after AutoTP; (shape, 0, 0) when replicated."""
-    from deepspeed.module_inject.layers import LinearAllreduce, LinearLayer, LmHeadLinearAllreduce, TensorParallel_Layer
+def _slice_of(module, key: str, param) -> Tuple[tuple, int, List[Tuple[int, int, int]]]:
+    """(full shape, sharded dim, pieces) of one parameter after AutoTP: each piece (where in the shard, where in the
+    full parameter, width) along that dim; one piece of the whole parameter when replicated."""
+    from deepspeed.module_inject.layers import (LinearAllreduce, LinearLayer, LmHeadLinearAllreduce,
+                                                SubParamColumnParallel, TensorParallel_Layer)
 
     kind = type(module)
+    whole = tuple(param.shape), 0, [(0, 0, param.shape[0] if param.dim() else 1)]  # replicated
+    if isinstance(module, SubParamColumnParallel) and getattr(module, "_subparam_sizes", None) is not None:
+        # A fused weight (MPT's Wqkv: q, k and v stacked) is cut per sub-parameter: this rank's shard is its piece
+        # of each, concatenated.
+        pieces, at, offset = [], 0, 0
+        for size, widths in zip(module._subparam_sizes, module._subparam_shard_widths):
+            width = widths[module.tp_index]
+            if width:
+                pieces.append((at, offset + sum(widths[:module.tp_index]), width))
+            at, offset = at + width, offset + size
+        return (module._orig_weight_shape if key == "weight" else module._orig_bias_shape), 0, pieces
     if kind not in (LinearLayer, LinearAllreduce, LmHeadLinearAllreduce):
-        if isinstance(module, TensorParallel_Layer):  # fused QKV, packed gate/up: strided layouts
+        if isinstance(module, TensorParallel_Layer):  # interleaved fused QKV, packed gate/up: strided layouts
             raise RuntimeError(f"random weights: AutoTP layer {kind.__name__} is not supported; "
                                "use model.weights: pretrained")
-        return tuple(param.shape), 0, 0
+        return whole
     start = sum(module._partition_sizes[:module.tp_index])
+    width = param.shape[0] if kind is LinearLayer or key == "bias" else param.shape[1]
     if kind is LinearLayer:  # column parallel: output features (weight rows and bias) are split
-        return (module._orig_weight_shape if key == "weight" else module._orig_bias_shape), 0, start
+        return (module._orig_weight_shape if key == "weight" else module._orig_bias_shape), 0, [(0, start, width)]
     if key == "bias":  # row parallel: the bias is added once, after the all-reduce, on every rank
-        return tuple(param.shape), 0, 0
-    return module._orig_weight_shape, 1, start
+        return whole
+    return module._orig_weight_shape, 1, [(0, start, width)]
 
 
 def restore_buffers(module, buffers: Dict[str, object]) -> None:

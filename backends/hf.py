@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
 from backends.hf_assisted import AssistedGeneration
 from backends.hf_continuous import CB_PAGE_SIZE, ContinuousBatcher, cb_sizes
-from harness import speculative, weights
+from harness import config_view, speculative, weights
 from harness.config import opt
 from harness.fields import is_int
 from harness.errors import UserError
@@ -156,7 +156,7 @@ class HFBackend(Backend):
     def unsupported(cls, options: HFOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
         if scenario == "batch" and getattr(options, "batching", "static") == "continuous":
             return "batching: continuous runs request streams only (scenario: stream)"
-        reason = super().unsupported(options, scenario, model)
+        reason = super().unsupported(options, scenario, model) or _attention_unsupported(options, scenario, model)
         spec = options.speculative
         if reason or spec is None:
             return reason
@@ -356,6 +356,24 @@ class HFBackend(Backend):
                 config.compile_config._compile_all_devices = True
             self._configs[key] = config
         return self._configs[key]
+
+
+def _attention_unsupported(options: GenerateOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
+    """A model whose transformers class computes attention itself (MPT: ALiBi added to the score matrix) runs eager
+    attention only: transformers refuses any other attn_implementation, and the entry would not measure the one
+    it names."""
+    only = config_view.eager_attention_only(model.config) if model is not None else None
+    if only is None:
+        return None
+    if options.attn_implementation != "eager":
+        return (f"transformers' {only} has eager attention only (no {options.attn_implementation} kernel): "
+                "set attn_implementation: eager")
+    if scenario == "stream" and getattr(options, "batching", "static") == "continuous":
+        # Checked: the manager runs it without complaint, but MPT's own attention never reads the paged cache, so
+        # its tokens differ from generate's.
+        return (f"transformers' continuous batching runs models on its attention interface (paged KV cache); "
+                f"{only} computes its own attention: use batching: static")
+    return None
 
 
 def device_sync(device: str) -> Callable[[], None]:

@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional
 
 from backends.base import Backend, BackendOptions, Placement
 from backends.server_process import exit_wording, log_tail, start_server, stop_group
+from backends.vllm_engine import removed_architecture
 from harness.config import opt
 from harness.errors import ShortOutputError, UserError
 from harness.launcher import free_port
@@ -95,6 +96,15 @@ class OpenAIOptions(BackendOptions):
                                 f"({', '.join(HARNESS_FIELDS)} are)")
 
 
+def starts_vllm(command: Optional[str]) -> bool:
+    """Whether a server command runs vLLM: `vllm serve ...`, or `python -m vllm.entrypoints.openai.api_server`."""
+    try:
+        words = shlex.split(command or "")
+    except ValueError:
+        return False  # validate() names the problem
+    return any(Path(word).name == "vllm" or word.startswith("vllm.") for word in words)
+
+
 class OpenAIBackend(Backend):
     """Sends each request of a stream to `/v1/completions` when it is due; the server batches them its way."""
 
@@ -102,6 +112,16 @@ class OpenAIBackend(Backend):
     engine_modules = ("aiohttp",)
     uses_hf_config = False
     scenarios = ("stream",)
+
+    @classmethod
+    def unsupported(cls, options: OpenAIOptions, scenario: str, model) -> Optional[str]:
+        """A server the harness starts with vLLM (`command`) cannot serve what vLLM's registry lists as removed; what
+        a running server (`base_url`) holds is not known here."""
+        reason = super().unsupported(options, scenario, model)
+        if reason or model is None or not starts_vllm(options.command):
+            return reason
+        removed = removed_architecture(model)
+        return f"the server command starts vLLM: {removed}" if removed else None
 
     @classmethod
     def resolve_placement(cls, options: OpenAIOptions) -> Placement:

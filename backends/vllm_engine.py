@@ -6,8 +6,11 @@ Named vllm_engine.py, not vllm.py, so that nothing can shadow the `vllm` package
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import dataclasses
+import functools
+import importlib.util
 import itertools
 import os
 import re
@@ -15,7 +18,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
 from backends.vllm_speculative import SPEC_METHODS, spec_totals, speculative_config
@@ -100,6 +103,36 @@ def sampling_params(batch: BatchSpec, **extra: Any) -> List[Any]:
             for n, seed in zip(batch.max_tokens, seeds)]
 
 
+def removed_architecture(model: ModelSpec) -> Optional[str]:
+    """Why the installed vLLM cannot run `model`'s architecture, where vLLM itself lists it as removed (its model
+    registry's _PREVIOUSLY_SUPPORTED_MODELS, e.g. MptForCausalLM after 0.28), or None.
+
+    Read from the registry's source rather than by importing vLLM: planning (`--plan`, `--dry-run`) runs in the
+    parent, where `import vllm` would cost seconds (and torch) for one table.
+    """
+    removed, version = _vllm_removed_models()
+    for arch in getattr(model.config, "architectures", None) or ():
+        if arch in removed:
+            return f"vLLM {version} does not run {arch} (last supported in vLLM {removed[arch]})"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _vllm_removed_models() -> Tuple[Dict[str, str], str]:
+    """(architecture -> the last vLLM version that ran it, the installed version); nothing where vLLM is not
+    installed or its files are not laid out as in 0.32 (the engine then says what it cannot run)."""
+    try:
+        spec = importlib.util.find_spec("vllm")  # locates the package without running it
+        root = Path(spec.origin).parent
+        source = (root / "model_executor" / "models" / "registry.py").read_text()
+        start = source.index("\n_PREVIOUSLY_SUPPORTED_MODELS = {") + len("\n_PREVIOUSLY_SUPPORTED_MODELS = ")
+        removed = ast.literal_eval(source[start:source.index("\n}", start) + 2])
+        version = re.search(r"__version__ = version = '([^']+)'", (root / "_version.py").read_text())
+        return dict(removed), version.group(1) if version else "(installed)"
+    except (AttributeError, TypeError, OSError, ValueError, SyntaxError):
+        return {}, ""
+
+
 def split_cores(cores: List[int], ranks: int) -> str:
     """vLLM's per-rank core lists, e.g. [0, 1, 2, 3] over 2 ranks -> '0,1|2,3'."""
     per_rank = max(1, len(cores) // ranks)
@@ -119,7 +152,7 @@ class VLLMBackend(Backend):
 
     @classmethod
     def unsupported(cls, options: VLLMOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
-        reason = super().unsupported(options, scenario, model)
+        reason = super().unsupported(options, scenario, model) or (model and removed_architecture(model))
         spec = options.speculative
         if reason or spec is None or model is None:
             return reason

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from harness import config_view
 from harness.models import ModelSpec
 
 GiB = 1024**3
@@ -54,15 +55,26 @@ def activation_bytes(model: ModelSpec, batch_size: int, input_length: int, eager
     logits are kept for the last position only, in fp32 copies: the head's output, the sampler's upcast,
     and one per logits processor (forced length, EOS suppression). Measured with HF generate on a CPU
     (tiny-llama, 256 sequences, input 4): 254 MB above the weights, about eight [batch, vocab] fp32 copies.
-    Eager attention also materializes the fp32 score matrix; SDPA/flash kernels do not.
+    Eager attention also materializes fp32-sized score matrices, as many at once as the family's attention keeps
+    (harness/config_view.py, `eager_score_copies`: MPT 3); SDPA/flash kernels do not.
     """
     c = model.config
-    experts_per_token = getattr(c, "num_experts_per_tok", None) or 1
     tokens = batch_size * input_length
-    layer = tokens * (4 * c.hidden_size + 3 * c.intermediate_size * experts_per_token) * model.dtype_bytes
+    layer = tokens * (4 * c.hidden_size + 3 * mlp_width_per_token(c)) * model.dtype_bytes
     logits = LOGITS_FP32_COPIES * batch_size * c.vocab_size * 4
-    scores = batch_size * c.num_attention_heads * input_length**2 * 4 if eager_attention else 0
+    copies = config_view.eager_score_copies(c)
+    scores = copies * batch_size * c.num_attention_heads * input_length**2 * 4 if eager_attention else 0
     return layer + logits + scores
+
+
+def mlp_width_per_token(c) -> int:
+    """The widest MLP one token goes through: its num_experts_per_tok experts on a MoE layer, the dense MLP on
+    any other (planning's names: harness/config_view.py)."""
+    moe_layers = getattr(c, "num_moe_layers", None) or 0
+    widths = [c.moe_intermediate_size * c.num_experts_per_tok] if moe_layers else []
+    if moe_layers < c.num_hidden_layers:
+        widths.append(c.intermediate_size)
+    return max(widths)
 
 
 def estimate_point(

@@ -11,7 +11,7 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, List, Optional
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from harness import config_view
 from harness.config import ModelConfig
@@ -32,7 +32,9 @@ OVERRIDE_WORDING = {
     "num_hidden_layers": "{} layers", "hidden_size": "hidden {}", "intermediate_size": "ffn {}",
     "num_attention_heads": "{} heads", "num_key_value_heads": "{} KV heads", "head_dim": "head dim {}",
     "vocab_size": "vocab {}", "max_position_embeddings": "max positions {}", "num_local_experts": "{} experts",
-    "num_experts_per_tok": "top-{} experts",
+    "num_experts_per_tok": "top-{} experts", "num_experts": "{} experts", "moe_intermediate_size": "expert ffn {}",
+    "d_model": "hidden {}", "n_heads": "{} heads", "n_layers": "{} layers", "expansion_ratio": "ffn x{}",
+    "max_seq_len": "max positions {}",
 }
 
 
@@ -53,6 +55,8 @@ class ModelSpec:
     num_params: int
     changes: Dict[str, Any] = field(default_factory=dict)
     built_hf_config: Optional[Any] = field(default=None, repr=False)
+    section: Optional[ModelConfig] = field(default=None, repr=False)  # the YAML's model section it resolves
+    key: str = "model"  # where that section is in the YAML (`models[1]`), for messages
 
     @property
     def hf_config(self):
@@ -62,7 +66,10 @@ class ModelSpec:
 
     @property
     def label(self) -> str:
-        """The `model` column: `llama-2-7b`, or `llama-2-7b (modified: 4 layers, hidden 256)`."""
+        """The `model` column: the section's `label`, else `llama-2-7b`, or `llama-2-7b (modified: 4 layers,
+        hidden 256)`."""
+        if self.section is not None and self.section.label:
+            return self.section.label
         if not self.changes:
             return self.name
         words = [OVERRIDE_WORDING.get(k, k + " {}").format(_compact(v)) for k, v in self.changes.items()]
@@ -98,7 +105,33 @@ class ModelSpec:
         return folder
 
 
-def resolve_model(config: ModelConfig) -> ModelSpec:
+def resolve_models(sections: List[Tuple[str, ModelConfig]]) -> List[ModelSpec]:
+    """Every model section of the sweep (`config.model_sections`), each under a label of its own: the label is
+    what tells their rows apart (the `model` column, resume)."""
+    models, seen = [], {}
+    for key, section in sections:
+        model = resolve_model(section, key)
+        if model.label in seen:
+            raise UserError(f"{key}.label: {model.label!r} is already the model of {seen[model.label]}; give each "
+                            "model a unique label")
+        seen[model.label] = key
+        models.append(model)
+    return models
+
+
+def resolve_model(config: ModelConfig, key: str = "model") -> ModelSpec:
+    """`key` is where the section is in the YAML (`model`, `models[1]`), for messages."""
+    try:
+        model = _resolve(config)
+    except UserError as e:  # messages name model.*; a `models` item is elsewhere
+        if key == "model":
+            raise
+        raise UserError(str(e).replace("model.", f"{key}.", 1)) from None
+    model.section, model.key = config, key
+    return model
+
+
+def _resolve(config: ModelConfig) -> ModelSpec:
     if config.preset:
         known = preset_names()
         if config.preset not in known:
@@ -111,13 +144,29 @@ def resolve_model(config: ModelConfig) -> ModelSpec:
         return ModelSpec(name, source, config.weights, config.dtype, view, config_view.count_parameters(view))
     preset_config = _load_hf_config(source)
     hf_config = _with_overrides(preset_config, source, config.overrides)
+    _check_built(hf_config, config.overrides)
     changes = {k: v for k, v in config.overrides.items() if getattr(preset_config, k) != getattr(hf_config, k)}
     return ModelSpec(name, source, config.weights, config.dtype, view_of(hf_config), count_parameters(hf_config),
                      changes, hf_config)
 
 
 def view_of(hf_config) -> ConfigView:
-    return ConfigView(hf_config.to_dict())
+    """transformers' config as planning reads it: its fields, and planning's names for those its class names
+    otherwise (attribute_map: an MPT's d_model is its hidden_size; see harness/config_view.py)."""
+    mapped = {name: getattr(hf_config, name, None) for name in getattr(type(hf_config), "attribute_map", {})}
+    return ConfigView(hf_config.to_dict(), mapped)
+
+
+def _check_built(hf_config, overrides: dict) -> None:
+    """Refuse a config that transformers would build otherwise than it states (config_view.NOT_BUILT): every
+    engine, the plan and the labels would describe a model nobody measured."""
+    problem = config_view.not_built(hf_config.to_dict())
+    if problem is None:
+        return
+    path, value, built, why = problem
+    where = f"model.overrides.{path}" if path.split(".")[0] in overrides else f"model: {path}"
+    raise UserError(f"{where}: {value!r} is not what transformers builds for model_type {hf_config.model_type} "
+                    f"({why}); it builds {built!r}")
 
 
 def architecture(config) -> Dict[str, Any]:
@@ -127,11 +176,10 @@ def architecture(config) -> Dict[str, Any]:
     the same YAML can be checked to have measured the same model.
     """
     c = getattr(config, "text_config", None) or config
-    heads = c.num_attention_heads
+    c = c if isinstance(c, ConfigView) else view_of(c)  # planning's names, whatever the family calls them
     return {"num_hidden_layers": c.num_hidden_layers, "hidden_size": c.hidden_size,
-            "intermediate_size": getattr(c, "intermediate_size", None), "num_attention_heads": heads,
-            "num_key_value_heads": getattr(c, "num_key_value_heads", None) or heads,
-            "head_dim": getattr(c, "head_dim", None) or c.hidden_size // heads, "vocab_size": c.vocab_size}
+            "intermediate_size": getattr(c, "intermediate_size", None), "num_attention_heads": c.num_attention_heads,
+            "num_key_value_heads": c.num_key_value_heads, "head_dim": c.head_dim, "vocab_size": c.vocab_size}
 
 
 def _load_hf_config(source: str):
@@ -162,6 +210,10 @@ def _with_overrides(preset_config, source: str, overrides: dict):
     for key in overrides:
         if not hasattr(preset_config, key):
             raise UserError(f"model.overrides.{key}: not a field of {type(preset_config).__name__}")
+    for alias, own in getattr(type(preset_config), "attribute_map", {}).items():
+        if alias in overrides and own in overrides:  # one field twice (MPT: num_hidden_layers is n_layers)
+            raise UserError(f"model.overrides.{alias}: is {type(preset_config).__name__}'s {own}, which the "
+                            "overrides set too; set one of them")
     fields, _ = preset_config.get_config_dict(source)
     try:
         return type(preset_config).from_dict(_merge(fields, overrides))

@@ -28,22 +28,23 @@ class Shape:
     vocab: int
     num_params: int
     tied_embeddings: bool
-    experts: int  # 1 for a dense model
+    experts: int  # per MoE layer; 1 for a dense model
     experts_per_token: int
     expert_params: int  # one expert of one layer (gate, up and down projections); 0 for a dense model
     dtype_bytes: int
+    moe_layers: int = 0  # layers with experts (the rest have a dense MLP, counted in body_params whole)
 
     @classmethod
     def of(cls, model: ModelSpec) -> "Shape":
+        """From planning's names (harness/config_view.py), whatever the family calls them."""
         c = getattr(model.config, "text_config", None) or model.config
-        head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-        kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
-        experts = getattr(c, "num_local_experts", None) or getattr(c, "num_experts", None) or 1
-        expert_width = getattr(c, "moe_intermediate_size", None) or c.intermediate_size
-        return cls(c.num_hidden_layers, c.hidden_size, c.num_attention_heads * head_dim, kv_heads * head_dim,
-                   c.vocab_size, model.num_params, bool(getattr(c, "tie_word_embeddings", False)), experts,
-                   getattr(c, "num_experts_per_tok", None) or 1 if experts > 1 else 1,
-                   3 * c.hidden_size * expert_width if experts > 1 else 0, model.dtype_bytes)
+        moe_layers = getattr(c, "num_moe_layers", None) or 0
+        experts = c.num_local_experts if moe_layers else 1
+        return cls(c.num_hidden_layers, c.hidden_size, c.num_attention_heads * c.head_dim,
+                   c.num_key_value_heads * c.head_dim, c.vocab_size, model.num_params,
+                   bool(getattr(c, "tie_word_embeddings", False)), experts,
+                   c.num_experts_per_tok if moe_layers else 1,
+                   3 * c.hidden_size * c.moe_intermediate_size if moe_layers else 0, model.dtype_bytes, moe_layers)
 
     @property
     def embedding_params(self) -> int:
@@ -64,12 +65,12 @@ class Shape:
     def body_params_read(self, tokens: int) -> float:
         """Body parameters a forward pass over `tokens` tokens reads: all, except experts no token routes to."""
         idle = self.experts - self.experts_activated(tokens) if self.experts > 1 else 0.0
-        return self.body_params - self.layers * idle * self.expert_params
+        return self.body_params - self.moe_layers * idle * self.expert_params
 
     @property
     def body_params_per_token(self) -> int:
         """Body parameters one token multiplies through: a MoE token only its experts_per_token experts."""
-        return self.body_params - self.layers * (self.experts - self.experts_per_token) * self.expert_params
+        return self.body_params - self.moe_layers * (self.experts - self.experts_per_token) * self.expert_params
 
     @property
     def kv_bytes_per_token(self) -> int:

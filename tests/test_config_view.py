@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 from harness import config_view
 from harness.config import ModelConfig
-from harness.models import PRESETS_DIR, architecture, count_parameters, preset_names, resolve_model
+from harness.models import PRESETS_DIR, architecture, count_parameters, preset_names, resolve_model, view_of
 from tests.conftest import REPO
 
 LLAMA = json.loads((PRESETS_DIR / "tiny-llama" / "config.json").read_text())
@@ -21,13 +21,36 @@ MIXTRAL = {**json.loads((PRESETS_DIR / "mixtral-8x7b" / "config.json").read_text
            "num_local_experts": 4, "vocab_size": 300}
 MISTRAL = {**json.loads((PRESETS_DIR / "mistral-7b" / "config.json").read_text()), "hidden_size": 64,
            "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300}
+SMALL = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300}
+QWEN2 = {**json.loads((PRESETS_DIR / "qwen2.5-7b" / "config.json").read_text()), **SMALL, "num_key_value_heads": 2}
+# 4 layers, so that mlp_only_layers and decoder_sparse_step leave dense layers between the MoE ones.
+QWEN3_MOE = {**json.loads((PRESETS_DIR / "qwen3-30b-a3b" / "config.json").read_text()), **SMALL,
+             "num_hidden_layers": 4, "num_key_value_heads": 2, "head_dim": 32, "num_experts": 6,
+             "num_experts_per_tok": 2, "moe_intermediate_size": 24}
+MPT = {**json.loads((PRESETS_DIR / "mpt-7b" / "config.json").read_text()), "d_model": 64, "n_heads": 4,
+       "n_layers": 2, "vocab_size": 300, "max_seq_len": 128}
 VARIANTS = {
     "llama-biases": {**LLAMA, "attention_bias": True, "mlp_bias": True},
     "llama-tied-gqa": {**LLAMA, "tie_word_embeddings": True, "num_key_value_heads": 1},
     "llama-head-dim": {**LLAMA, "head_dim": 8},
+    "llama-rope-scaling": {**LLAMA, "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                                                     "original_max_position_embeddings": 512, "rope_type": "llama3"}},
     "mistral": MISTRAL,
     "mixtral": MIXTRAL,
+    "qwen2": QWEN2,
+    "qwen2-tied": {**QWEN2, "tie_word_embeddings": True},
+    "qwen3-moe": QWEN3_MOE,
+    "qwen3-moe-dense-layers": {**QWEN3_MOE, "mlp_only_layers": [0], "decoder_sparse_step": 2},
+    "qwen3-moe-attention-bias": {**QWEN3_MOE, "attention_bias": True, "mlp_only_layers": None},
+    "qwen3-moe-head-dim-unstated": {k: v for k, v in QWEN3_MOE.items() if k != "head_dim"},
+    "mpt": MPT,  # tie_word_embeddings not stated: MptConfig ties
+    "mpt-untied": {**MPT, "tie_word_embeddings": False},
+    "mpt-expansion-unstated": {k: v for k, v in MPT.items() if k != "expansion_ratio"},
 }
+# What planning reads, by its own names (harness/config_view.py); transformers' config answers those it has.
+PLANNING_FIELDS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
+                   "num_hidden_layers", "vocab_size", "max_position_embeddings", "tie_word_embeddings",
+                   "num_local_experts", "num_experts_per_tok", "moe_intermediate_size")
 
 
 def meta_parameters(hf_config) -> int:
@@ -40,7 +63,12 @@ def same_as_transformers(folder):
     assert view is not None
     hf_config = AutoConfig.from_pretrained(folder)
     assert architecture(view) == architecture(hf_config)
-    assert view.max_position_embeddings == hf_config.max_position_embeddings
+    slow = view_of(hf_config)  # what planning reads when transformers made the config (overrides, hub ids)
+    for name in PLANNING_FIELDS + ("num_moe_layers",):
+        assert getattr(view, name, None) == getattr(slow, name, None), name
+    for name in PLANNING_FIELDS:  # transformers' own answer (through its attribute_map), where it has one
+        if getattr(hf_config, name, None) is not None:
+            assert getattr(view, name) == getattr(hf_config, name), name
     assert config_view.count_parameters(view) == meta_parameters(hf_config)
 
 
@@ -63,7 +91,8 @@ def test_variants_count_as_transformers_builds_them(tmp_path, variant):
 
 
 @pytest.mark.parametrize("fields", [
-    {**LLAMA, "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]},  # a family not counted here
+    {**LLAMA, "model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]},  # a family not counted here
+    {k: v for k, v in QWEN3_MOE.items() if k != "num_experts"},  # transformers' default would decide
     {k: v for k, v in LLAMA.items() if k != "tie_word_embeddings"},  # transformers' default would decide
 ])
 def test_anything_else_takes_transformers_path(tmp_path, fields):
