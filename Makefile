@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts demo-stream demo-speculative test overhead overhead-stream plan-time agree-vllm agree-serve clean
+.PHONY: setup demo demo-prompts demo-stream demo-speculative test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve clean
 
 setup: $(READY)
 
@@ -28,6 +28,11 @@ demo-speculative: setup
 
 test: setup
 	$(PY) -m pytest
+
+# A CUDA machine only: yamls/gpu-smoke.yaml on every backend on 1 GPU and on all of them, checked (contract, token
+# cross-check, allocator peak memory, NVML energy), and the overhead check on cuda (1.00 +/- 0.02). Skips without CUDA.
+test-gpu: setup
+	$(PY) -m pytest tests/gpu -m gpu
 
 # Harness latency over a bare `generate` loop, alternated in one process (target 1.00 +/- 0.03).
 overhead: setup

@@ -1,0 +1,25 @@
+"""`make overhead` on cuda: the harness's latency over a bare `generate` loop on the GPU, alternated in one process,
+within 1.00 +/- 0.02 (benchmarks/overhead.py --device cuda; the device is synchronized around both, as the
+harness's stamps are)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from tests.gpu.smoke import OVERHEAD_TOLERANCE, cuda_device_count, overhead_ratio
+
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(900)]
+
+
+def test_harness_overhead_on_cuda():
+    if not cuda_device_count():  # also in the CPU rehearsal: this check is the GPU's
+        pytest.skip("needs a CUDA device")
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "overhead.py"), "--device", "cuda"], cwd=REPO,
+                          capture_output=True, text=True, timeout=840)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    print(proc.stdout)
+    assert "tiny-llama fp32 cuda" in proc.stdout  # it ran on the GPU
+    ratio = overhead_ratio(proc.stdout)
+    assert abs(ratio - 1) <= OVERHEAD_TOLERANCE, proc.stdout
