@@ -11,21 +11,24 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
+
+from rich.console import Console
 
 import backends
 import workloads
-from harness.config import SweepConfig, load_config, to_plain
+from harness.config import SweepConfig, load_config, model_sections, to_plain
 from harness.console import console, err_console, print_capacity, print_plan
 from harness import schema
 from harness.errors import UserError
 from harness.hardware import Machine, planning_for
-from harness.models import resolve_model
+from harness.models import ModelSpec, resolve_models
 from harness.planner import plan_capacity
 from harness.session import SweepOptions, check_resumable, run_sweep
 from harness.speculative import check_drafts
 from harness.sweep import plan_sweep
 from harness.writers import ResultsDir
+from workloads.base import Workload
 
 RESULTS_ROOT = Path(__file__).resolve().parent.parent / "results"
 
@@ -47,6 +50,9 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
                         help="print the largest batch that fits per entry and lengths (by the estimate) and exit; with "
                         "hardware.gpu=NAME hardware.num_gpus=N, on that machine instead of this one")
     parser.add_argument("--no-plots", action="store_true", help="skip drawing charts at the end of the sweep")
+    parser.add_argument("--translate-only", action="store_true",
+                        help="llm-foundry inference-benchmark YAML: print its translation into this harness's YAML "
+                        "(mapping as comments) and exit")
     parser.add_argument("--schema", nargs="?", const="", metavar="SECTION",
                         help="print every config key (type, default, help) and exit; SECTION narrows it, e.g. model, "
                         "stream, backends.vllm, backends (all of them), workload.prompts")
@@ -86,19 +92,25 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 0
         if args.collect:
             return collect(args.collect, args.output_dir or RESULTS_ROOT)
-        config = load_config(args.config, args.overrides, backends.REGISTRY, workloads.REGISTRY)
-        model = resolve_model(config.model)
-        check_drafts(config.backends, model)
-        workload = workloads.build_workload(config, model)
+        from harness import foundry  # llm-foundry's YAMLs run unchanged: translated first, then loaded as ours
+
+        translated = None
+        if args.translate_only or foundry.is_foundry_file(args.config):
+            translated = foundry.translate_for_cli(args.config, args.overrides, args.translate_only)
+            if translated is None:
+                return 0
+        config = load_config(args.config, args.overrides, backends.REGISTRY, workloads.REGISTRY, raw=translated)
+        models = models_of(config)
         if args.mcli:
-            return launch_remote(config, model, workload, args.mcli, args.submit)
+            return launch_remote(config, models, args.mcli, args.submit)
         machine = planned_machine_of(config) if (args.plan or args.dry_run) else None
         if args.plan:
             with planning_for(machine):
-                print_capacity(plan_capacity(config, model, backends.REGISTRY, workload), machine)
+                print_capacities(config, models, machine)
             return 0
         with planning_for(machine):
-            plans = plan_sweep(config, model, backends.REGISTRY, workload)
+            plans = [plan for model, workload in models
+                     for plan in plan_sweep(config, model, backends.REGISTRY, workload)]
         if args.dry_run:
             print_plan(plans)
             return 0
@@ -114,7 +126,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         from mosaic.logmarkers import LogMarkers
 
         options.observer = LogMarkers()
-    return run_sweep(config, model, plans, out, done, previous, options)
+    return run_sweep(config, plans, out, done, previous, options)
+
+
+def models_of(config: SweepConfig) -> List[Tuple[ModelSpec, Workload]]:
+    """Each model of the sweep (`model`, or each of `models`) with its workload: a prompt file is tokenized by each
+    model's own tokenizer. Drafts are checked against each."""
+    pairs = []
+    for model in resolve_models(model_sections(config)):
+        check_drafts(config.backends, model)
+        pairs.append((model, workloads.build_workload(config, model)))
+    return pairs
+
+
+def print_capacities(config: SweepConfig, models: List[Tuple[ModelSpec, Workload]], machine: Optional[Machine],
+                     to: Console = console) -> None:
+    """`--plan`: one table per model."""
+    for model, workload in models:
+        capacity = plan_capacity(config, model, backends.REGISTRY, workload)
+        print_capacity(capacity, machine, model.label if len(models) > 1 else None, to=to)
 
 
 def planned_machine_of(config: SweepConfig) -> Optional[Machine]:
@@ -128,7 +158,8 @@ def default_output_dir(config: SweepConfig) -> Path:
     return RESULTS_ROOT / f"{config.benchmark_name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def launch_remote(config: SweepConfig, model, workload, templates: List[Path], submit: bool) -> int:
+def launch_remote(config: SweepConfig, models: List[Tuple[ModelSpec, Workload]], templates: List[Path],
+                  submit: bool) -> int:
     """One platform run per compute template; a dry run prints them (stdout: exactly what would be submitted) and,
     on stderr, what fits each template's machine by the estimate (`--plan` for it)."""
     import mosaic.runs as mosaic
@@ -141,8 +172,7 @@ def launch_remote(config: SweepConfig, model, workload, templates: List[Path], s
             if found is not None:
                 machine = Machine(*found)
                 with planning_for(machine):
-                    capacity = plan_capacity(config, model, backends.REGISTRY, workload)
-                print_capacity(capacity, machine, to=err_console)
+                    print_capacities(config, models, machine, to=err_console)
         return 0
     names = mosaic.submit(runs)
     for name in names:

@@ -12,7 +12,7 @@ import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 from omegaconf import OmegaConf
@@ -32,6 +32,8 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 @dataclass
 class ModelConfig:
+    label: Optional[str] = opt(None, help="Name of this model in results (the `model` column); default: the preset or "
+                               "name_or_path, with its overrides. Unique within `models`.")
     preset: Optional[str] = opt(None, help="Architecture shipped in harness/presets/, e.g. llama-2-70b.")
     name_or_path: Optional[str] = opt(None, help="Local model folder or hub id, instead of a preset.")
     weights: str = opt(
@@ -97,6 +99,10 @@ class OutputConfig:
 class SweepConfig:
     benchmark_name: str = opt(help="Names the results folder and the `benchmark_name` column.")
     model: ModelConfig = opt(factory=ModelConfig, help="What to load.")
+    models: Optional[List[ModelConfig]] = opt(
+        None, help="Several models to compare on the same engines and shapes, instead of `model`: a list of model "
+        "sections, each run with every backend entry in a worker of its own."
+    )
     backends: List[Any] = opt(
         factory=lambda: [{"name": "hf"}], help="Engines to measure: each entry has `name` and that backend's options."
     )
@@ -141,18 +147,22 @@ class SweepConfig:
     hardware: HardwareConfig = opt(factory=HardwareConfig, help="Peaks and price the numbers are held against.")
 
 
-def load_config(path: str | Path, overrides: List[str], backends: "Registry", workloads: "Registry") -> SweepConfig:
+def load_config(path: str | Path, overrides: List[str], backends: "Registry", workloads: "Registry",
+                raw: Optional[dict] = None) -> SweepConfig:
     """Read a sweep YAML, apply dotlist overrides, check shape and values.
 
     The registries (backends.REGISTRY, workloads.REGISTRY) turn the `backends` entries and the
     `workload` section into their typed options; a workload's file paths are resolved against the
-    YAML's folder first, then the working directory.
+    YAML's folder first, then the working directory. `raw`, where given, is the mapping to load instead of the
+    file's (a translation of it: harness/foundry/).
     """
     from harness.speculative import expand_entries  # it builds on this module
 
-    raw = read_yaml_mapping(Path(path))
+    raw = read_yaml_mapping(Path(path)) if raw is None else raw
     for item in overrides:
         _apply_override(raw, item)
+    if "model" in raw and "models" in raw:
+        raise UserError("models: give `model` (one) or `models` (a list to compare), not both")
     config = to_dataclass(SweepConfig, raw)
     entries = []
     for key, spec_key, entry in expand_entries(config.backends):
@@ -273,7 +283,10 @@ def validate(config: SweepConfig) -> None:
             raise UserError(f"{key}: must be more than 0 seconds, got {getattr(config, key)}")
     if not 0 < config.memory_fraction <= 1:
         raise UserError(f"memory_fraction: must be in (0, 1], got {config.memory_fraction}")
-    _validate_model(config.model)
+    if config.models == []:
+        raise UserError("models: must list at least one model section, e.g. [{preset: llama-2-7b}]")
+    for key, model in model_sections(config):
+        _validate_model(model, key)
     _validate_sampling(config.sampling)
     config.workload.validate(config)
     _validate_backends(config.backends)
@@ -372,17 +385,26 @@ def _check_positive_list(key: str, values: List[int]) -> None:
         raise UserError(f"{key}: has duplicates: {values}")
 
 
-def _validate_model(model: ModelConfig) -> None:
+def model_sections(config: SweepConfig) -> List[Tuple[str, ModelConfig]]:
+    """The sweep's model sections with where each is in the YAML: `model`, or each item of `models`."""
+    if config.models is None:
+        return [("model", config.model)]
+    return [(f"models[{i}]", model) for i, model in enumerate(config.models)]
+
+
+def _validate_model(model: ModelConfig, key: str) -> None:
     if model.dtype not in DTYPES:
-        raise UserError(f"model.dtype: {model.dtype!r} is not one of {', '.join(DTYPES)}")
+        raise UserError(f"{key}.dtype: {model.dtype!r} is not one of {', '.join(DTYPES)}")
     if model.weights not in WEIGHTS:
-        raise UserError(f"model.weights: {model.weights!r} is not one of {', '.join(WEIGHTS)}")
+        raise UserError(f"{key}.weights: {model.weights!r} is not one of {', '.join(WEIGHTS)}")
     if model.preset and model.name_or_path:
-        raise UserError("model: set model.preset or model.name_or_path, not both")
+        raise UserError(f"{key}: set {key}.preset or {key}.name_or_path, not both")
     if not model.preset and not model.name_or_path:
-        raise UserError("model: missing; set model.preset (see harness/presets/) or model.name_or_path")
+        raise UserError(f"{key}: missing; set {key}.preset (see harness/presets/) or {key}.name_or_path")
     if model.weights == "pretrained" and not model.name_or_path:
-        raise UserError("model.weights: 'pretrained' needs model.name_or_path (presets have no weights)")
+        raise UserError(f"{key}.weights: 'pretrained' needs {key}.name_or_path (presets have no weights)")
+    if model.label is not None and not model.label.strip():
+        raise UserError(f"{key}.label: must not be empty; leave it out for the preset or name_or_path")
 
 
 def _validate_sampling(sampling: SamplingConfig) -> None:
@@ -420,5 +442,8 @@ def entry_key(entry: Any, index: int) -> str:
 
 
 def to_plain(config: SweepConfig) -> Dict[str, Any]:
-    """The resolved config as plain data, for the manifest and for `--resume` checks."""
-    return dataclasses.asdict(config)
+    """The resolved config as plain data, for the manifest and for `--resume` checks; it loads as a YAML again
+    (config.yaml, platform runs), so it holds `model` or `models`, never both."""
+    plain = dataclasses.asdict(config)
+    del plain["model" if config.models is not None else "models"]
+    return plain

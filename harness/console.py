@@ -29,8 +29,11 @@ def _num(value, fmt: str = ".1f") -> str:
 
 def print_plan(plans: List[EntryPlan]) -> None:
     table = Table(title="Sweep plan (nothing loaded)")
-    for name in ("backend", "device", "load", "input", "output", "est. memory", "allowed", "runs?"):
-        table.add_column(name, justify="left" if name in ("backend", "device", "runs?") else "right")
+    workloads = {plan.model.label: plan.workload.describe() for plan in plans}
+    several = len(workloads) > 1  # a sweep over `models`: which model each row is
+    for name in ("model",) * several + ("backend", "device", "load", "input", "output", "est. memory", "allowed",
+                                        "runs?"):
+        table.add_column(name, justify="left" if name in ("model", "backend", "device", "runs?") else "right")
     for plan in plans:
         device = f"{plan.placement.device} x{plan.placement.num_devices}"
         for pp in plan.points:
@@ -38,20 +41,25 @@ def print_plan(plans: List[EntryPlan]) -> None:
             verdict = "yes" if pp.skip_reason is None else "no: " + ("over memory" if pp.over_memory else pp.skip_reason)
             if pp.search:
                 verdict += f": search from bs {pp.search.start}, at most {pp.search.limit}"
-            table.add_row(plan.label, device, _load(p.batch_size, p.request_rate, p.max_concurrency),
-                          str(p.input_length), str(p.output_length),
-                          f"{pp.estimate.total_bytes / GiB:.2f} GiB", f"{plan.budget_bytes / GiB:.1f} GiB", verdict)
+            table.add_row(*(plan.model.label,) * several, plan.label, device,
+                          _load(p.batch_size, p.request_rate, p.max_concurrency), str(p.input_length),
+                          str(p.output_length), f"{pp.estimate.total_bytes / GiB:.2f} GiB",
+                          f"{plan.budget_bytes / GiB:.1f} GiB", verdict)
     console.print(table)
-    console.print(f"workload: {plans[0].workload.describe()}")
+    for label, text in workloads.items():
+        console.print(f"workload{f' ({label})' if several else ''}: {text}")
     runnable = sum(pp.skip_reason is None for plan in plans for pp in plan.points)
     total = sum(len(plan.points) for plan in plans)
     console.print(f"{runnable} of {total} points fit this machine; the rest would be recorded as skipped.")
     warn_unavailable(plans)
 
 
-def print_capacity(rows: List[Capacity], machine: Optional[Machine], to: Console = console) -> None:
+def print_capacity(rows: List[Capacity], machine: Optional[Machine], model: Optional[str] = None,
+                   to: Console = console) -> None:
+    """`model` names the model in the title, in a sweep over several."""
     where = f"{machine.num_gpus} x {machine.gpu}" if machine else "this machine"
-    table = Table(title=f"Largest batch by the memory estimate, on {where} (nothing loaded)")
+    title = f"Largest batch by the memory estimate{f' of {model}' if model else ''}, on {where} (nothing loaded)"
+    table = Table(title=title)
     columns = ("backend", "device", "input", "output", "max batch", "KV tokens", "weights", "KV cache", "activations",
                "allowed")
     for name in columns:
@@ -78,10 +86,15 @@ def print_capacity(rows: List[Capacity], machine: Optional[Machine], to: Console
 
 
 def warn_unavailable(plans: List[EntryPlan]) -> None:
+    """Once per entry and reason; in a sweep over several models, naming the models it holds for unless all."""
+    models = list(dict.fromkeys(plan.model.label for plan in plans))
+    reasons: Dict[tuple, List[str]] = {}
     for plan in plans:
         if plan.unavailable:
-            console.print(f"warning: backend {plan.label}: {plan.unavailable}; its points will be skipped",
-                          style="yellow")
+            reasons.setdefault((plan.label, plan.unavailable), []).append(plan.model.label)
+    for (label, reason), which in reasons.items():
+        of = "" if which == models else f" ({', '.join(which)})"
+        console.print(f"warning: backend {label}{of}: {reason}; its points will be skipped", style="yellow")
 
 
 def _load(batch_size, request_rate, max_concurrency) -> str:
@@ -127,10 +140,20 @@ def point_line(row: Dict[str, object]) -> str:
     return line
 
 
-class SweepProgress:
-    """A progress bar over points with an ETA; finished points print above it."""
+def with_model_names(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
+    """For display: where rows hold several models (a sweep over `models`), each row's `backend` reads
+    `model / backend`, so every table and line says which model it is about."""
+    if len({r.get("model") for r in rows}) < 2:
+        return rows
+    return [{**r, "backend": f"{r['model']} / {r['backend']}"} for r in rows]
 
-    def __init__(self, total: int):
+
+class SweepProgress:
+    """A progress bar over points with an ETA; finished points print above it (`[model / backend]` in a sweep over
+    several models)."""
+
+    def __init__(self, total: int, several_models: bool = False):
+        self.several_models = several_models
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console)
         self.task = self.progress.add_task("sweep", total=total)
@@ -143,7 +166,8 @@ class SweepProgress:
         self.progress.stop()
 
     def point_done(self, row: Dict[str, object]) -> None:
-        self.progress.console.print(point_line(row), markup=False)
+        shown = {**row, "backend": f"{row['model']} / {row['backend']}"} if self.several_models else row
+        self.progress.console.print(point_line(shown), markup=False)
         if row.get("search") != "probe":  # a search's probes are steps of one planned point
             self.progress.advance(self.task)
 
@@ -152,8 +176,9 @@ def print_time_budget(manifest: dict) -> None:
     """Where the sweep's time went, per entry that ran a worker, and the sweep's wall time against its work."""
     from harness.timebudget import ENTRY_PARTS
 
-    entries = [(e["label"], e["runtime"]["time_budget_s"]) for e in manifest["backends"]
-               if "time_budget_s" in e.get("runtime", {})]
+    several = "models" in manifest
+    entries = [(f"{e['model']} / {e['label']}" if several else e["label"], e["runtime"]["time_budget_s"])
+               for e in manifest["backends"] if "time_budget_s" in e.get("runtime", {})]
     sweep = manifest["time_budget_s"]
     if entries:
         table = Table(title="Time budget, seconds (manifest.json: time_budget_s)")
@@ -179,6 +204,7 @@ def _overlapped(sweep: dict) -> str:
 
 
 def print_summary(rows: List[Dict[str, str]]) -> None:
+    rows = with_model_names(rows)
     batch = [r for r in rows if r.get("scenario", "batch") == "batch"]
     stream = [r for r in rows if r.get("scenario") == "stream"]
     if batch:

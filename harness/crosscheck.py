@@ -70,9 +70,9 @@ class TokenCrossCheck:
         if result.token_ids is None or not self.greedy:
             return
         if label == self.reference or label in self.references.values():  # kept for entries added on --resume too
-            self._save(point_key(label, result.point), result.token_ids)
+            self._save(result.key, result.token_ids)
         if label in self.references:
-            reference = self.tokens.get(point_key(self.references[label], result.point))
+            reference = self.tokens.get(point_key(result.context.model, self.references[label], result.point))
             if reference is not None:
                 result.tokens_identical_share = identical_share(reference, result.token_ids)
 

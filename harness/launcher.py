@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional
 
 from harness.manifest import engine_environment
 from harness.process_group import end_group
-from harness.records import PointResult, point_key
+from harness.records import PointResult
 from harness.sweep import EntryPlan, PlannedPoint
 from harness.worker import WorkerJob
 
@@ -101,7 +101,7 @@ class WorkerRun:
         self.emit, self.log_path = emit, log_path
         self.load_timeout_s, self.point_timeout_s = load_timeout_s, point_timeout_s
         self.state = Supervision([pp for pp in job.plan.points
-                                  if point_key(job.context.backend, pp.point) not in job.done])
+                                  if job.context.key(pp.point) not in job.done])
         self.runtime: Dict[str, object] = {}  # the manifest's entry runtime, completed by `end`
         self.conn: Optional[Connection] = None
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-")

@@ -27,6 +27,10 @@ class RunContext:
     num_devices: int
     tp_size: int
 
+    def key(self, point: SweepPoint) -> "PointKey":
+        """The identity of this entry's row at `point` (`point_key`)."""
+        return point_key(self.model, self.backend, point)
+
 
 @dataclass(frozen=True)
 class BatchSample:
@@ -103,16 +107,18 @@ class PointResult:
     @property
     def key(self) -> PointKey:
         """Identity of the row in results.csv, used by `--resume`."""
-        return point_key(self.context.backend, self.point)
+        return self.context.key(self.point)
 
     @property
     def measured(self) -> bool:
         return bool(self.samples) or self.stream is not None
 
 
-PointKey = Tuple[str, str, str, Optional[int], int, int, Optional[float], Optional[int]]
+PointKey = Tuple[str, str, str, str, Optional[int], int, int, Optional[float], Optional[int]]
 
 
-def point_key(backend: str, point: SweepPoint) -> PointKey:
-    return (backend, point.scenario, point.workload, point.batch_size, point.input_length, point.output_length,
+def point_key(model: str, backend: str, point: SweepPoint) -> PointKey:
+    """`model` is the model's label (the `model` column) and `backend` the entry's: a sweep over `models` runs
+    every entry once per model."""
+    return (model, backend, point.scenario, point.workload, point.batch_size, point.input_length, point.output_length,
             point.request_rate, point.max_concurrency)

@@ -23,7 +23,7 @@ from harness.errors import ShortOutputError
 from harness.metrics import slo_met, summarize_stream
 from harness.models import ModelSpec
 from harness.ratesearch import RateSearch
-from harness.records import SLO, BatchSample, PointResult, RunContext, point_key
+from harness.records import SLO, BatchSample, PointResult, RunContext
 from harness.stream import StreamSpec, StreamTiming
 from harness.sweep import EntryPlan, PlannedPoint, SweepPoint, concurrency
 from harness.timing import BatchSpec, BatchTiming
@@ -70,7 +70,7 @@ class EntryRunner:
         self.phase_s: Dict[str, float] = {}  # the point in flight: warmup_s, timed_s (the manifest's time budget)
 
     def run(self, done: Set[tuple]) -> None:
-        todo = [pp for pp in self.plan.points if point_key(self.context.backend, pp.point) not in done]
+        todo = [pp for pp in self.plan.points if self.context.key(pp.point) not in done]
         try:
             for pp in todo:
                 self.events.finished(self._run_point(pp))

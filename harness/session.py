@@ -6,9 +6,10 @@ The parent process owns every file of the results folder; workers only send reco
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from harness import speculative
 from harness.config import SweepConfig, to_plain
@@ -66,6 +67,11 @@ def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:
         if before != after:
             raise UserError(f"--resume: {path} was measured with {key}={before!r}, this config has {after!r}; "
                             "use a new --output-dir")
+    before, after = previous["config"].get("models"), now.get("models")
+    if before != after and not (before and after and all(model in after for model in before)):
+        raise UserError(f"--resume: {path} was measured with models={before!r}; this config changes or removes one "
+                        f"of them ({after!r}): models may be added on resume, never changed; else use a new "
+                        "--output-dir")
 
 
 def _lookup(config: dict, dotted: str):
@@ -74,20 +80,21 @@ def _lookup(config: dict, dotted: str):
     return config
 
 
-def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out: ResultsDir, done: set,
-              previous: dict, options: SweepOptions) -> int:
+def run_sweep(config: SweepConfig, plans: List[EntryPlan], out: ResultsDir, done: set, previous: dict,
+              options: SweepOptions) -> int:
+    """`plans` holds every (model, backend entry) pair, a model's entries together (harness/sweep.py)."""
     startup_s = process_age_s()
-    manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(model),
+    groups = model_groups(plans)
+    manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(groups[0][0]),
                               [_entry_info(p) for p in plans])
-    workload = plans[0].workload  # one for the whole sweep
-    baselines = speculative.baselines([p.options for p in plans])
-    crosscheck = TokenCrossCheck(plans, model.weights, out.path / "tokens.jsonl", workload.sampling.greedy, baselines)
+    if len(groups) > 1:  # what is said of one model is said in its own section
+        manifest["models"] = [_model_info(model) for model, _ in groups]
+        del manifest["model"]
+    baselines = speculative.baselines([p.options for p in groups[0][1]])  # the same entries for every model
     comparison = speculative.BaselineComparison(baselines, read_rows(out.results_csv))
     started = time.monotonic()
-    explainer = point_explainer(plans, config, model, out, done, manifest)
+    crosschecks, explainers = model_annotators(groups, manifest, config, out, done, baselines)
     peaks_s = time.monotonic() - started
-    manifest["workload"] = workload.manifest()
-    manifest["token_crosscheck"] = crosscheck.describe()
     if baselines:
         manifest["speculative_baselines"] = {k: v or "none: no entry of the same engine and options without "
                                              "speculative" for k, v in baselines.items()}
@@ -101,20 +108,20 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
     options.observer.started(out)
     warn_unavailable(plans)
     statuses, interrupted = [], False
-    todo = sum(point_key(p.label, pp.point) not in done for p in plans for pp in p.points)
-    with SweepProgress(todo) as progress:
+    todo = sum(point_key(p.model.label, p.label, pp.point) not in done for p in plans for pp in p.points)
+    with SweepProgress(todo, several_models=len(groups) > 1) as progress:
         def emit(result: PointResult) -> None:
-            crosscheck.annotate(result)
+            crosschecks[result.context.model].annotate(result)
             row = result_row(result)
             comparison.annotate(result, row.get("tpot_ms_mean"))
-            explainer.annotate(result, row)
+            explainers[result.context.model].annotate(result, row)
             out.write_point(result)
             statuses.append(result.status)
             progress.point_done(result_row(result))
             options.observer.point_written()
 
         try:
-            run_entries(plans, manifest, model, config, done, emit, out)
+            run_entries(plans, manifest, config, done, emit, out)
         except KeyboardInterrupt:
             interrupted = True
     manifest.update(end_time=now_iso(), interrupted=interrupted)
@@ -134,15 +141,43 @@ def run_sweep(config: SweepConfig, model: ModelSpec, plans: List[EntryPlan], out
     return 1 if "error" in statuses else 0
 
 
-def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpec, out: ResultsDir, done: set,
-                    manifest: dict) -> PointExplainer:
-    """Each entry's peaks (harness/hardware.py), recorded in the manifest: datasheet figures for a GPU, the probe's
-    for a CPU (run only when a CPU entry has batch points left to run; cached in the results folder). Stream points
-    are held against a price only (their batch varies), so a stream sweep needs no peaks."""
+def model_groups(plans: List[EntryPlan]) -> List[Tuple[ModelSpec, List[EntryPlan]]]:
+    """The plans of each model, in the sweep's order."""
+    groups: Dict[str, Tuple[ModelSpec, List[EntryPlan]]] = {}
+    for plan in plans:
+        groups.setdefault(plan.model.label, (plan.model, []))[1].append(plan)
+    return list(groups.values())
+
+
+def model_annotators(groups: List[Tuple[ModelSpec, List[EntryPlan]]], manifest: dict, config: SweepConfig,
+                     out: ResultsDir, done: set, baselines: Dict[str, Optional[str]]
+                     ) -> Tuple[Dict[str, TokenCrossCheck], Dict[str, PointExplainer]]:
+    """Per model label: its token cross-check and its roofline explainer, each said in the manifest with the
+    model's workload (at the top level, or in the model's own section of `models` when there are several)."""
+    crosschecks, explainers = {}, {}
     gpus = [g["name"] for g in manifest["hardware"]["gpus"]]
+    for (model, group), facts in zip(groups, manifest.get("models", [manifest])):
+        workload = group[0].workload  # one per model, shared by its entries
+        crosscheck = TokenCrossCheck(group, model.weights, out.path / "tokens.jsonl", workload.sampling.greedy,
+                                     baselines)
+        explainers[model.label], peaks = point_explainer(group, config, model, out, done, gpus)
+        if peaks:
+            facts["hardware_peaks"] = peaks
+        crosschecks[model.label] = crosscheck
+        facts["workload"] = workload.manifest()
+        facts["token_crosscheck"] = crosscheck.describe()
+    return crosschecks, explainers
+
+
+def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpec, out: ResultsDir, done: set,
+                    gpus: List[str]) -> Tuple[PointExplainer, dict]:
+    """Each of `model`'s entries' peaks (harness/hardware.py), and how they are described in the manifest
+    (`hardware_peaks`): datasheet figures for a GPU, the probe's for a CPU (run only when a CPU entry has batch
+    points left to run; cached in the results folder). Stream points are held against a price only (their batch
+    varies), so a stream sweep needs no peaks."""
     peaks, devices, described = {}, {}, {}
     for plan in plans:
-        if config.scenario != "batch" or all(pp.skip_reason or point_key(plan.label, pp.point) in done
+        if config.scenario != "batch" or all(pp.skip_reason or point_key(model.label, plan.label, pp.point) in done
                                              for pp in plan.points):
             continue
         device, dtype = plan.placement.device, run_context(config, model, plan).dtype
@@ -152,9 +187,7 @@ def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpe
         described[plan.label] = ({**dataclasses.asdict(found), "devices": devices[plan.label], "dtype": dtype}
                                  if found else "unknown: this GPU is not in harness/peaks.yaml; set hardware.gpu or "
                                  "hardware.peak_memory_bandwidth_gbps and hardware.peak_tflops")
-    if described:
-        manifest["hardware_peaks"] = described
-    return PointExplainer(Shape.of(model), peaks, devices, config.hardware.cost_per_hour)
+    return PointExplainer(Shape.of(model), peaks, devices, config.hardware.cost_per_hour), described
 
 
 def _summarize(out: ResultsDir, options: SweepOptions) -> float:
@@ -194,35 +227,37 @@ def draw_charts(folder: Path) -> None:
     console.print(f"Charts and report in {report.parent}/ (open {report.name})")
 
 
-def run_entries(plans: List[EntryPlan], manifest: dict, model: ModelSpec, config: SweepConfig, done: set,
+def run_entries(plans: List[EntryPlan], manifest: dict, config: SweepConfig, done: set,
                 emit: Callable[[PointResult], None], out: ResultsDir) -> None:
     """Every entry in order, each one's runtime into the manifest as it ends; the worker still closing its engine
     is ended here, whether the loop finished or not."""
     closing: Optional[WorkerRun] = None  # the last worker, closing its engine while the next one starts
+    several = len(model_groups(plans)) > 1
     try:
         for plan, entry in zip(plans, manifest["backends"]):
-            entry["runtime"], closing = run_entry(plan, model, config, done, emit, out, closing)
+            log = out.path / "logs" / (f"{_file_name(plan.model.label)}/" if several else "") / f"{plan.label}.log"
+            entry["runtime"], closing = run_entry(plan, config, done, emit, log, closing)
             out.write_manifest(manifest)
     finally:
         if closing is not None:
             closing.end()
 
 
-def run_entry(plan: EntryPlan, model: ModelSpec, config: SweepConfig, done: set, emit: Callable[[PointResult], None],
-              out: ResultsDir, previous: Optional[WorkerRun]) -> Tuple[dict, Optional[WorkerRun]]:
+def run_entry(plan: EntryPlan, config: SweepConfig, done: set, emit: Callable[[PointResult], None], log: Path,
+              previous: Optional[WorkerRun]) -> Tuple[dict, Optional[WorkerRun]]:
     """In a worker process when there is something to run; in-process when every point is skipped anyway.
 
     Returns the entry's runtime (its worker fills in the rest as it ends) and the worker still closing its engine,
     if one is: `previous`, or this entry's. `previous` ends before this entry's engine loads.
     """
+    model = plan.model
     context = run_context(config, model, plan)
-    runnable = [pp for pp in plan.points if pp.skip_reason is None and point_key(plan.label, pp.point) not in done]
+    runnable = [pp for pp in plan.points if pp.skip_reason is None and context.key(pp.point) not in done]
     if not runnable:
         EntryRunner(plan, model, config, context, RunEvents(emit)).run(done)
         return {}, previous
     job = WorkerJob(plan, model, config, context, done)
-    worker = WorkerRun(job, emit, out.path / "logs" / f"{plan.label}.log", config.load_timeout_s,
-                       config.point_timeout_s)
+    worker = WorkerRun(job, emit, log, config.load_timeout_s, config.point_timeout_s)
     try:
         closing = worker.run(previous)
     except BaseException:  # Ctrl-C: no worker outlives the sweep, and none runs on unrecorded
@@ -255,6 +290,11 @@ def _config_fields(model: ModelSpec) -> dict:
     return model.hf_config.to_diff_dict()
 
 
+def _file_name(label: str) -> str:
+    """A model label as a folder name: `llama-2-7b (modified: 4 layers)` -> `llama-2-7b_modified_4_layers`."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "model"
+
+
 def _entry_info(plan: EntryPlan) -> dict:
-    return {"label": plan.label, "options": dataclasses.asdict(plan.options),
+    return {"label": plan.label, "model": plan.model.label, "options": dataclasses.asdict(plan.options),
             "placement": dataclasses.asdict(plan.placement), "memory_budget_bytes": plan.budget_bytes}

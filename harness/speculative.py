@@ -196,6 +196,6 @@ class BaselineComparison:
         if baseline is None:
             return
         result.spec_baseline = baseline
-        base_ms = self.tpot_ms.get(point_key(baseline, result.point))
+        base_ms = self.tpot_ms.get(point_key(result.context.model, baseline, result.point))
         if result.status == "ok" and tpot_ms and base_ms:
             result.speedup_vs_baseline = base_ms / tpot_ms

@@ -119,8 +119,8 @@ class BatchSearchPlan:
 
 @dataclass
 class EntryPlan:
-    """One backend entry of the sweep: its options, where it runs, its points in run order, and the
-    workload (workloads/) every entry of the sweep shares, which makes each point's batches."""
+    """One backend entry of the sweep, for one model: its options, where it runs, its points in run order, and the
+    workload (workloads/) every entry of that model shares, which makes each point's batches."""
 
     options: object
     backend_cls: type
@@ -128,6 +128,7 @@ class EntryPlan:
     budget_bytes: int
     points: List[PlannedPoint]
     workload: object
+    model: ModelSpec
     unavailable: Optional[str] = None  # what this machine lacks to run the entry at all
 
     @property
@@ -181,7 +182,7 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, worklo
                 search = plan_batch_search(cls, options, model, p, workload.longest_input(p), budget,
                                            placement.device, config)
             points.append(PlannedPoint(p, estimate, reason or over_memory, over_memory is not None, search))
-        plans.append(EntryPlan(options, cls, placement, budget, points, workload, missing))
+        plans.append(EntryPlan(options, cls, placement, budget, points, workload, model, missing))
     # Entries without speculation first: they are the baselines speculative entries are compared with as their
     # points finish (speed-up, tokens).
     return sorted(plans, key=lambda plan: plan.options.speculative is not None)

@@ -227,7 +227,7 @@ def row_key(row: Dict[str, str]) -> PointKey:
     point = SweepPoint(int(row["input_length"]), int(row["output_length"]), batch_size, row["workload"],
                        number(row["request_rate"], float), number(row["max_concurrency"], int),
                        batch_search=row.get("scenario") == "batch" and batch_size is None)
-    return point_key(row["backend"], point)
+    return point_key(row["model"], row["backend"], point)
 
 
 def _search_key(probe_row: Dict[str, str]) -> PointKey:

@@ -107,6 +107,8 @@ def read_side(folder: Path, backend: Optional[str] = None, name: Optional[str] =
         raise PlotError(f"{folder}: no samples.csv beside results.csv: the per-batch samples decide significance") from None
     samples["tokens_per_s"] = samples["output_tokens"].astype(float) / (samples["latency_ms"] / 1e3)
     match = [c for c in MATCH_COLUMNS if backend is None or c != "backend"]
+    if table["model"].nunique() > 1:  # a sweep over `models`: its entries ran once per model
+        match.insert(0, "model")
     ok = table[table["status"] == "ok"]
     return Side(
         name=name or str(folder),
@@ -182,8 +184,9 @@ def _values(side: Side, key: tuple, column: str) -> List[float]:
 
 
 def describe_key(key: tuple) -> str:
-    """`hf bs 8 in 128/out 64` (the backend is left out when comparing two entries of one folder)."""
+    """`hf bs 8 in 128/out 64` (the backend is left out when comparing two entries of one folder; the model leads
+    where a folder holds several)."""
     *head, workload, batch_size, input_length, output_length = key
-    prefix = f"{head[0]} " if head else ""
+    prefix = "".join(f"{part} " for part in head)
     shown = "" if workload == "random" else f" {workload}"
     return f"{prefix}bs {batch_size} in {input_length}/out {output_length}{shown}"

@@ -4,19 +4,20 @@ import pytest
 
 from backends import REGISTRY
 from harness.cli import main
+from harness.models import preset_names
 from tests.conftest import run_benchmark
 
 TINY = "yamls/cpu-tiny.yaml"
 KNOWN = ", ".join(REGISTRY.names())
-TOP_KEYS = ("benchmark_name, model, backends, scenario, batch_sizes, max_batch_size, stream, workload, sampling, input_lengths, output_lengths, num_batches, "
+TOP_KEYS = ("benchmark_name, model, models, backends, scenario, batch_sizes, max_batch_size, stream, workload, sampling, input_lengths, output_lengths, num_batches, "
             "stop, num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s, "
             "output, hardware")
-PRESETS = "llama-1b, llama-2-13b, llama-2-70b, llama-2-7b, llama-3-70b, llama-3-8b, mistral-7b, mixtral-8x7b, tiny-llama"
+PRESETS = ", ".join(preset_names())
 
 CASES = {
     "unknown top key": ([TINY, "colour=red"], f"colour: unknown key (allowed: {TOP_KEYS})"),
     "unknown model key": ([TINY, "model.size=7b"],
-                          "model.size: unknown key (allowed: preset, name_or_path, weights, dtype, overrides, tokenizer)"),
+                          "model.size: unknown key (allowed: label, preset, name_or_path, weights, dtype, overrides, tokenizer)"),
     "unknown backend option": ([TINY, "backends.0.colour=red"], "backends[0].colour: unknown key (allowed: name, "
                                "label, speculative, device, attn_implementation, cache_implementation, compile, batching, max_batch_size, "
                                "max_wait_ms)"),
@@ -57,6 +58,8 @@ CASES = {
     "bad override field": ([TINY, "model.overrides.num_layerz=2"], "model.overrides.num_layerz: not a field of LlamaConfig"),
     "no model folder": ([TINY, "model.preset=null", "model.name_or_path=./no-such-model"],
                         "model.name_or_path: no such folder './no-such-model'"),
+    "model and models": ([TINY, "models=[{preset: tiny-llama}]"],
+                         "models: give `model` (one) or `models` (a list to compare), not both"),
     "duplicate labels": ([TINY, "backends=[{name: hf},{name: hf}]"],
                          "backends[1].label: 'hf' is already used by backends[0]; give each entry a unique label"),
     "unknown upload protocol": ([TINY, "output.upload_uri=zz://bucket/x"],

@@ -120,7 +120,7 @@ def search_entry(model, backend_cls, start=8, limit=64):
     point = PlannedPoint(SweepPoint(16, 4, None, batch_search=True), MemoryEstimate(1, 1, 1),
                          search=BatchSearchPlan(start, limit, f"max_batch_size {limit}"))
     workload = RandomWorkload.build(RandomOptions(), config, model)
-    plan = EntryPlan(BackendOptions(name="bounded"), backend_cls, Placement("cpu"), 10**12, [point], workload)
+    plan = EntryPlan(BackendOptions(name="bounded"), backend_cls, Placement("cpu"), 10**12, [point], workload, model)
     context = RunContext("t", "bounded", "tiny-llama", "fp32", "cpu", 1, 1)
     results, started = [], []
     events = RunEvents(results.append)

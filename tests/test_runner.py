@@ -51,7 +51,7 @@ def run_entry(model, backend_cls, batch_sizes=(1, 4, 8, 16), lengths=((16, 4),),
     points = [PlannedPoint(SweepPoint(i, o, b), MemoryEstimate(1, 1, 1), skip)
               for i, o in lengths for b in batch_sizes]
     workload = RandomWorkload.build(RandomOptions(), config, model)
-    plan = EntryPlan(BackendOptions(name="scripted"), backend_cls, Placement("cpu"), 10**12, points, workload)
+    plan = EntryPlan(BackendOptions(name="scripted"), backend_cls, Placement("cpu"), 10**12, points, workload, model)
     context = RunContext("t", "scripted", "tiny-llama", "fp32", "cpu", 1, 1)
     results = []
     backend_cls.runs = []
@@ -109,7 +109,7 @@ def test_load_failure_marks_every_point(model):
 
 
 def test_warmup_then_timed_batches_and_done_points_are_skipped(model):
-    done = {point_key("scripted", SweepPoint(16, 4, 1))}
+    done = {point_key("tiny-llama", "scripted", SweepPoint(16, 4, 1))}
     r = run_entry(model, Scripted, batch_sizes=(1, 2), done=done)
     assert set(r) == {(2, 16, 4)}
     assert Scripted.runs == [(2, 16, 4)] * 3  # 1 warm-up + 2 timed

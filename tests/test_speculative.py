@@ -70,8 +70,8 @@ def test_speedup_and_tokens_are_against_the_baseline_at_the_same_point(tmp_path)
     assert (fast.spec_baseline, fast.speedup_vs_baseline) == ("hf", 1.5)
     assert (unmatched.spec_baseline, unmatched.speedup_vs_baseline) == ("hf", None)  # the baseline has no bs 4 row
     # A resumed sweep finds the baseline's TPOT in results.csv.
-    row = {"backend": "hf", "status": "ok", "tpot_ms_mean": "8", "input_length": "16", "output_length": "8",
-           "batch_size": "4", "workload": "random", "request_rate": "", "max_concurrency": ""}
+    row = {"model": "m", "backend": "hf", "status": "ok", "tpot_ms_mean": "8", "input_length": "16",
+           "output_length": "8", "batch_size": "4", "workload": "random", "request_rate": "", "max_concurrency": ""}
     resumed = BaselineComparison({"hf-ngram": "hf"}, previous_rows=[row])
     resumed.annotate(unmatched, tpot_ms=4.0)
     assert unmatched.speedup_vs_baseline == 2.0

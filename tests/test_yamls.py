@@ -7,8 +7,8 @@ import pytest
 
 import workloads
 from backends import REGISTRY
-from harness.config import load_config
-from harness.models import resolve_model
+from harness.cli import models_of
+from harness.config import load_config, model_sections
 from harness.sweep import plan_sweep
 
 YAMLS = sorted((Path(__file__).resolve().parent.parent / "yamls").glob("*.yaml"))
@@ -19,20 +19,21 @@ def test_there_are_yamls():
             "7b-speculative.yaml", "13b.yaml", "70b.yaml"} <= {p.name for p in YAMLS}
 
 
-def needs_the_hub(config) -> bool:
-    path = config.model.name_or_path
+def needs_the_hub(model) -> bool:
+    path = model.name_or_path
     return path is not None and not Path(path).exists()
 
 
 @pytest.mark.parametrize("path", YAMLS, ids=lambda p: p.name)
 def test_yaml_validates_and_plans(path):
     config = load_config(path, [], REGISTRY, workloads.REGISTRY)
-    if needs_the_hub(config):
-        assert config.model.weights == "pretrained" and "hub" in path.read_text()
+    sections = [model for _, model in model_sections(config)]
+    if any(needs_the_hub(model) for model in sections):
+        assert all(model.weights == "pretrained" for model in sections) and "hub" in path.read_text()
         return
-    model = resolve_model(config.model)
-    workload = workloads.build_workload(config, model)
-    plans = plan_sweep(config, model, REGISTRY, workload)
+    plans = [plan for model, workload in models_of(config) for plan in plan_sweep(config, model, REGISTRY, workload)]
+    assert len(plans) == len(sections) * len(config.backends)
+    workload = plans[0].workload
     if config.scenario == "batch":
         loads = len(config.batch_sizes)
     else:

@@ -72,7 +72,7 @@ class PromptsWorkload(Workload):
     @classmethod
     def build(cls, options: PromptsOptions, config: SweepConfig, model: ModelSpec) -> "PromptsWorkload":
         file = read_prompt_file(Path(options.prompts))
-        tokenizer = load_tokenizer(config.model, model)
+        tokenizer = load_tokenizer(model)
         prompts, facts = prepare(file, options, tokenizer, config.seed)
         check_fits(prompts, options, config, model)
         facts.update(tokenizer=tokenizer.name_or_path, sha256=file.sha256, prompts_in_file=len(file.records),

@@ -24,23 +24,24 @@ def tokenizer_source(config: ModelConfig) -> Optional[str]:
     return str(preset) if any((preset / name).is_file() for name in TOKENIZER_FILES) else None
 
 
-def load_tokenizer(config: ModelConfig, model: ModelSpec):
-    """The tokenizer, checked to emit only ids the model has an embedding row for."""
+def load_tokenizer(model: ModelSpec):
+    """The tokenizer of the model's section, checked to emit only ids the model has an embedding row for."""
+    config, key = model.section, model.key
     source = tokenizer_source(config)
     if source is None:
-        raise UserError(f"model.tokenizer: required with a prompt file; preset {config.preset} ships no tokenizer "
+        raise UserError(f"{key}.tokenizer: required with a prompt file; preset {config.preset} ships no tokenizer "
                         "(set model.tokenizer to a tokenizer folder or hub id)")
     if source.startswith((".", "/", "~")) and not Path(source).expanduser().is_dir():
-        raise UserError(f"model.tokenizer: no such folder {source!r}")
+        raise UserError(f"{key}.tokenizer: no such folder {source!r}")
     from transformers import AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except Exception as e:  # OSError, ValueError or hub errors, depending on what is missing
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"model.tokenizer: cannot load a tokenizer from {source!r} ({reason})") from None
+        raise UserError(f"{key}.tokenizer: cannot load a tokenizer from {source!r} ({reason})") from None
     vocab = model.config.vocab_size
     if len(tokenizer) > vocab:
-        raise UserError(f"model.tokenizer: {source} has {len(tokenizer)} tokens, more than {model.label}'s "
+        raise UserError(f"{key}.tokenizer: {source} has {len(tokenizer)} tokens, more than {model.label}'s "
                         f"vocab_size ({vocab}); its ids would index past the embedding table")
     return tokenizer
