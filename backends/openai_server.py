@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional
 
 from backends.base import Backend, BackendOptions, Placement
 from backends.server_process import exit_wording, log_tail, start_server, stop_group
-from backends.vllm_engine import removed_architecture
+from backends.vllm_registry import removed_architecture
 from harness.config import opt
 from harness.errors import ShortOutputError, UserError
 from harness.launcher import free_port

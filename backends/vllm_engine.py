@@ -6,11 +6,8 @@ Named vllm_engine.py, not vllm.py, so that nothing can shadow the `vllm` package
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import dataclasses
-import functools
-import importlib.util
 import itertools
 import os
 import re
@@ -18,9 +15,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
+from backends.vllm_registry import removed_architecture
 from backends.vllm_speculative import SPEC_METHODS, spec_totals, speculative_config
 from harness import speculative
 from harness.config import opt
@@ -101,36 +99,6 @@ def sampling_params(batch: BatchSpec, **extra: Any) -> List[Any]:
     return [SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed, max_tokens=n,
                            min_tokens=n if batch.forced else 0, ignore_eos=batch.forced, detokenize=False, **extra)
             for n, seed in zip(batch.max_tokens, seeds)]
-
-
-def removed_architecture(model: ModelSpec) -> Optional[str]:
-    """Why the installed vLLM cannot run `model`'s architecture, where vLLM itself lists it as removed (its model
-    registry's _PREVIOUSLY_SUPPORTED_MODELS, e.g. MptForCausalLM after 0.28), or None.
-
-    Read from the registry's source rather than by importing vLLM: planning (`--plan`, `--dry-run`) runs in the
-    parent, where `import vllm` would cost seconds (and torch) for one table.
-    """
-    removed, version = _vllm_removed_models()
-    for arch in getattr(model.config, "architectures", None) or ():
-        if arch in removed:
-            return f"vLLM {version} does not run {arch} (last supported in vLLM {removed[arch]})"
-    return None
-
-
-@functools.lru_cache(maxsize=1)
-def _vllm_removed_models() -> Tuple[Dict[str, str], str]:
-    """(architecture -> the last vLLM version that ran it, the installed version); nothing where vLLM is not
-    installed or its files are not laid out as in 0.32 (the engine then says what it cannot run)."""
-    try:
-        spec = importlib.util.find_spec("vllm")  # locates the package without running it
-        root = Path(spec.origin).parent
-        source = (root / "model_executor" / "models" / "registry.py").read_text()
-        start = source.index("\n_PREVIOUSLY_SUPPORTED_MODELS = {") + len("\n_PREVIOUSLY_SUPPORTED_MODELS = ")
-        removed = ast.literal_eval(source[start:source.index("\n}", start) + 2])
-        version = re.search(r"__version__ = version = '([^']+)'", (root / "_version.py").read_text())
-        return dict(removed), version.group(1) if version else "(installed)"
-    except (AttributeError, TypeError, OSError, ValueError, SyntaxError):
-        return {}, ""
 
 
 def split_cores(cores: List[int], ranks: int) -> str:

@@ -16,7 +16,8 @@ from transformers import AutoModelForCausalLM
 from backends.deepspeed_tp import _slice_of
 from backends.hf import HFBackend, HFOptions
 from backends.openai_server import OpenAIBackend, OpenAIOptions
-from backends.vllm_engine import VLLMBackend, VLLMOptions, removed_architecture
+from backends.vllm_engine import VLLMBackend, VLLMOptions
+from backends.vllm_registry import removed_architecture
 from harness import config_view, weights
 from harness.cli import main
 from harness.config import ModelConfig
