@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness.config import SweepConfig, read_yaml_mapping
 from harness.errors import UserError
-from harness.foundry.lines import INIT_DEVICE, MODEL_USE_CACHE, TOKENIZER, TRAINING_ONLY, MappingLines, fixed, show
+from harness.foundry.lines import INIT_DEVICE, MODEL_USE_CACHE, TOKENIZER, TRAINING_ONLY, MappingLines, show
 from harness.foundry.mpt import mpt_model
 
 # Keys both schemas share, with the same meaning: they pass through unchanged.
@@ -151,11 +151,7 @@ def _hf_model(section: dict, lines: MappingLines) -> Tuple[Dict[str, Any], Dict[
                 lines.mapped(key_path, value, "backends[0].attn_implementation", "flash_attention_2")
             else:
                 lines.dropped(key_path, value, "the entry's default attention (sdpa)")
-        elif key in HF_DROPPED:
-            lines.dropped(key_path, value, HF_DROPPED[key])
-        elif key in HF_FIXED:
-            fixed(key_path, value, *HF_FIXED[key], lines)
-        else:
+        elif not lines.known(key_path, key, value, HF_DROPPED, HF_FIXED):
             raise UserError(f"{key_path}: not an hf_causal_lm option this translation knows (known: "
                             f"pretrained_model_name_or_path, pretrained, config_overrides, use_flash_attention_2, "
                             f"{', '.join([*HF_DROPPED, *HF_FIXED])})")

@@ -4,7 +4,7 @@ the checks shared by every section (a value honoured only as the one thing this 
 from __future__ import annotations
 
 import json
-from typing import Any, Tuple
+from typing import Any, Dict, Tuple
 
 from harness.errors import UserError
 
@@ -26,6 +26,18 @@ class MappingLines(list):
 
     def dropped(self, key: str, value: Any, why: str) -> None:
         self.append(f"{key}: {show(value)} -> dropped: {why}")
+
+    def known(self, path: str, key: str, value: Any, dropped: Dict[str, str],
+              fixed_values: Dict[str, Tuple[Any, str]]) -> bool:
+        """A key dropped with its reason (`dropped`), or one honoured only at the one value built (`fixed_values`:
+        key -> (that value, why)); False when neither table knows it."""
+        if key in dropped:
+            self.dropped(path, value, dropped[key])
+        elif key in fixed_values:
+            fixed(path, value, *fixed_values[key], self)
+        else:
+            return False
+        return True
 
 
 def fixed(path: str, value: Any, only: Any, why: str, lines: MappingLines) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Dict, Tuple
 
 from harness.errors import UserError
 from harness.foundry.lines import (DROPOUT, INIT_DEVICE, MODEL_USE_CACHE, TOKENIZER, TRAINING_ONLY, WEIGHT_INIT,
-                                   MappingLines, choice, fixed, show)
+                                   MappingLines, choice, show)
 
 MPT_PRESETS = ("mpt-7b", "mpt-30b")  # the first is the default base when the fields match neither
 PRESETS_DIR = Path(__file__).parent.parent / "presets"
@@ -77,13 +77,11 @@ def mpt_model(section: dict, lines: MappingLines) -> Tuple[Dict[str, Any], Dict[
     for key in list(section):
         value = section.pop(key)
         path = f"model.{key}"
+        if lines.known(path, key, value, MPT_DROPPED, MPT_FIXED):
+            continue
         if key in MPT_RENAMED:
             overrides[MPT_RENAMED[key]] = value
             lines.mapped(path, value, f"model.overrides.{MPT_RENAMED[key]}")
-        elif key in MPT_DROPPED:
-            lines.dropped(path, value, MPT_DROPPED[key])
-        elif key in MPT_FIXED:
-            fixed(path, value, *MPT_FIXED[key], lines)
         elif key == "norm_type":
             choice(path, value, NORM_TYPES, "transformers' MPT uses LayerNorm; the low-precision variant differs "
                     "only under training's autocast", lines)
@@ -134,11 +132,7 @@ def _attn_config(attn: Any, overrides: Dict[str, Any], lines: MappingLines) -> D
         if key in MPT_ATTN_OVERRIDES:
             overrides.setdefault("attn_config", {})[key] = value
             lines.mapped(path, value, f"model.overrides.attn_config.{key}")
-        elif key in MPT_ATTN_DROPPED:
-            lines.dropped(path, value, MPT_ATTN_DROPPED[key])
-        elif key in MPT_ATTN_FIXED:
-            fixed(path, value, *MPT_ATTN_FIXED[key], lines)
-        else:
+        elif not lines.known(path, key, value, MPT_ATTN_DROPPED, MPT_ATTN_FIXED):
             raise UserError(f"{path}: not a field transformers' MPT attention builds (llm-foundry-only option); "
                             "remove it to run transformers' MPT")
     return {"attn_implementation": "eager"}
