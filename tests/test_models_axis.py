@@ -11,7 +11,7 @@ import backends
 import workloads
 from harness.cli import main
 from harness.config import load_config
-from plots import data, load
+from plots import compare, data, load
 from tests.conftest import run_benchmark
 from tests.contract import assert_invariants, rows
 
@@ -129,3 +129,13 @@ def test_resume_keys_rows_by_model(swept, tmp_path):
     proc = run_benchmark(changed, "--output-dir", out, "--resume", "--no-plots")
     assert proc.returncode == 2 and proc.stderr.startswith(f"error: --resume: {out} was measured with models="), \
         proc.stderr
+
+
+def test_compare_matches_points_model_by_model(swept):
+    _, out, _ = swept
+    side = compare.read_side(out)
+    assert sorted(side.rows) == [("tiny-1-layer", "hf", "random", 1, 16, 4), ("tiny-1-layer", "hf", "random", 2, 16, 4),
+                                 ("tiny-llama", "hf", "random", 1, 16, 4), ("tiny-llama", "hf", "random", 2, 16, 4)]
+    same = compare.compare(side, side, ["latency_ms_mean"], threshold=0.05)
+    assert len(same.points()) == 4 and not same.missing and not same.slower
+    assert compare.describe_key(same.points()[0]) == "tiny-1-layer hf bs 1 in 16/out 4"
