@@ -121,30 +121,25 @@ def resolve_models(sections: List[Tuple[str, ModelConfig]]) -> List[ModelSpec]:
 
 def resolve_model(config: ModelConfig, key: str = "model") -> ModelSpec:
     """`key` is where the section is in the YAML (`model`, `models[1]`), for messages."""
-    try:
-        model = _resolve(config)
-    except UserError as e:  # messages name model.*; a `models` item is elsewhere
-        if key == "model":
-            raise
-        raise UserError(str(e).replace("model.", f"{key}.", 1)) from None
+    model = _resolve(config, key)
     model.section, model.key = config, key
     return model
 
 
-def _resolve(config: ModelConfig) -> ModelSpec:
+def _resolve(config: ModelConfig, key: str) -> ModelSpec:
     if config.preset:
         known = preset_names()
         if config.preset not in known:
-            raise UserError(f"model.preset: unknown preset {config.preset!r}{known_names(config.preset, known)}")
+            raise UserError(f"{key}.preset: unknown preset {config.preset!r}{known_names(config.preset, known)}")
         source, name = str(PRESETS_DIR / config.preset), config.preset
     else:
         source = name = config.name_or_path
     view = None if config.overrides else config_view.read_local(source)
     if view is not None:
         return ModelSpec(name, source, config.weights, config.dtype, view, config_view.count_parameters(view))
-    preset_config = _load_hf_config(source)
-    hf_config = _with_overrides(preset_config, source, config.overrides)
-    _check_built(hf_config, config.overrides)
+    preset_config = _load_hf_config(source, key)
+    hf_config = _with_overrides(preset_config, source, config.overrides, key)
+    _check_built(hf_config, config.overrides, key)
     changes = {k: v for k, v in config.overrides.items() if getattr(preset_config, k) != getattr(hf_config, k)}
     return ModelSpec(name, source, config.weights, config.dtype, view_of(hf_config), count_parameters(hf_config),
                      changes, hf_config)
@@ -157,14 +152,14 @@ def view_of(hf_config) -> ConfigView:
     return ConfigView(hf_config.to_dict(), mapped)
 
 
-def _check_built(hf_config, overrides: dict) -> None:
+def _check_built(hf_config, overrides: dict, key: str) -> None:
     """Refuse a config that transformers would build otherwise than it states (config_view.NOT_BUILT): every
     engine, the plan and the labels would describe a model nobody measured."""
     problem = config_view.not_built(hf_config.to_dict())
     if problem is None:
         return
     path, value, built, why = problem
-    where = f"model.overrides.{path}" if path.split(".")[0] in overrides else f"model: {path}"
+    where = f"{key}.overrides.{path}" if path.split(".")[0] in overrides else f"{key}: {path}"
     raise UserError(f"{where}: {value!r} is not what transformers builds for model_type {hf_config.model_type} "
                     f"({why}); it builds {built!r}")
 
@@ -182,23 +177,23 @@ def architecture(config) -> Dict[str, Any]:
             "num_key_value_heads": c.num_key_value_heads, "head_dim": c.head_dim, "vocab_size": c.vocab_size}
 
 
-def _load_hf_config(source: str):
+def _load_hf_config(source: str, key: str = "model"):
     from transformers import AutoConfig
 
     if source.startswith((".", "/", "~")) and not Path(source).expanduser().is_dir():
-        raise UserError(f"model.name_or_path: no such folder {source!r}")
+        raise UserError(f"{key}.name_or_path: no such folder {source!r}")
 
     try:
         return AutoConfig.from_pretrained(source)
     except Exception as e:  # transformers raises OSError, ValueError or hub errors here
-        raise UserError(f"model.name_or_path: cannot load a config from {source!r} ({_first_line(e)})") from None
+        raise UserError(f"{key}.name_or_path: cannot load a config from {source!r} ({_first_line(e)})") from None
 
 
 def _first_line(e: Exception) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
-def _with_overrides(preset_config, source: str, overrides: dict):
+def _with_overrides(preset_config, source: str, overrides: dict, key: str):
     """The config rebuilt from the source's own fields plus the overrides, as if both were one config.json.
 
     Setting attributes on a built config would leave what its constructor derived (head_dim from
@@ -207,18 +202,18 @@ def _with_overrides(preset_config, source: str, overrides: dict):
     """
     if not overrides:
         return preset_config
-    for key in overrides:
-        if not hasattr(preset_config, key):
-            raise UserError(f"model.overrides.{key}: not a field of {type(preset_config).__name__}")
+    for name in overrides:
+        if not hasattr(preset_config, name):
+            raise UserError(f"{key}.overrides.{name}: not a field of {type(preset_config).__name__}")
     for alias, own in getattr(type(preset_config), "attribute_map", {}).items():
         if alias in overrides and own in overrides:  # one field twice (MPT: num_hidden_layers is n_layers)
-            raise UserError(f"model.overrides.{alias}: is {type(preset_config).__name__}'s {own}, which the "
+            raise UserError(f"{key}.overrides.{alias}: is {type(preset_config).__name__}'s {own}, which the "
                             "overrides set too; set one of them")
     fields, _ = preset_config.get_config_dict(source)
     try:
         return type(preset_config).from_dict(_merge(fields, overrides))
     except (ValueError, TypeError) as e:  # the config class's own checks, e.g. heads not dividing hidden_size
-        raise UserError(f"model.overrides: {type(preset_config).__name__} rejects them ({_first_line(e)})") from None
+        raise UserError(f"{key}.overrides: {type(preset_config).__name__} rejects them ({_first_line(e)})") from None
 
 
 def with_fewer_layers(hf_config, layers: int):
