@@ -26,7 +26,9 @@ demo-stream: setup
 demo-speculative: setup
 	$(PY) benchmark.py yamls/cpu-speculative.yaml
 
+# The layers of docs/architecture.md first (import-linter, a few seconds), then the suite.
 test: setup
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 
 # A CUDA machine only: yamls/gpu-smoke.yaml on every backend on 1 GPU and on all of them, checked (contract, token

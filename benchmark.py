@@ -6,7 +6,7 @@
 
 import sys
 
-from harness.cli import main
+from app.cli import main
 
 if __name__ == "__main__":  # engines such as vLLM spawn processes that re-import this file
     sys.exit(main())

@@ -1,13 +1,1 @@
-"""Backend registry: names map to "module:Class" so heavy engines import only when chosen."""
-
-from __future__ import annotations
-
-from harness.registry import Registry
-
-REGISTRY = Registry("backend", {
-    "hf": "backends.hf:HFBackend",
-    "accelerate": "backends.accelerate_pp:AccelerateBackend",
-    "deepspeed": "backends.deepspeed_tp:DeepSpeedBackend",
-    "vllm": "backends.vllm_engine:VLLMBackend",
-    "openai": "backends.openai_server:OpenAIBackend",
-})
+"""Engines, one file each behind `backends.base.Backend`; registry.py names them (imported only when chosen)."""

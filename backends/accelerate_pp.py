@@ -6,7 +6,7 @@ activations to that block's device, so one batch runs through the devices one af
 
 Random weights never exist whole on the host: the model is built on the meta device, the device
 map is computed from that, and each mapped block is materialized directly on its device with the
-values of `harness.weights` (the same weights `hf` and `deepspeed` build). Pretrained weights go
+values of `harness.model.weights` (the same weights `hf` and `deepspeed` build). Pretrained weights go
 through `from_pretrained(device_map=...)` with the same map.
 """
 
@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
 from backends.base import Placement, resolve_device
-from harness.hardware import cuda_device_count
 from backends.hf import GenerateOptions, HFBackend
-from harness import weights
-from harness.config import opt
 from harness.errors import UserError
-from harness.fields import size_bytes
+from harness.fields import opt, size_bytes
+from harness.model import weights
+from harness.model.hardware import cuda_device_count
 
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 HOST_KEYS = ("cpu", "disk")

@@ -6,15 +6,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Dict, Optional, Tuple
 
-from harness.config import opt
-from harness.hardware import cuda_device_count
-from harness.memory import MemoryEstimate, PeakMemory, estimate_point
-from harness.models import ModelSpec
-from harness.speculative import SpeculativeConfig
-from harness.stream import StreamSpec, StreamTiming
-from harness.sweep import SweepPoint, SweepShape
-from harness.timing import BatchSpec, BatchTiming
-
+from harness.config.speculative import SpeculativeConfig
+from harness.fields import opt
+from harness.measure.peak_memory import PeakMemory
+from harness.model.hardware import cuda_device_count
+from harness.model.memory import MemoryEstimate, estimate_point
+from harness.model.spec import ModelSpec
+from harness.plan.points import SweepPoint, SweepShape
+from harness.scenarios.batch import BatchSpec, BatchTiming
+from harness.scenarios.stream import StreamSpec, StreamTiming
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -68,7 +68,7 @@ class Backend(ABC):
     Options: ClassVar[type] = BackendOptions
     # What the engine can run: static batches (`run`) and/or request streams (`serve`).
     scenarios: ClassVar[Tuple[str, ...]] = ("batch",)
-    # The `speculative.method`s the engine runs (harness/speculative.py).
+    # The `speculative.method`s the engine runs (harness/config/speculative.py).
     speculative_methods: ClassVar[Tuple[str, ...]] = ()
 
     # Launched as `placement.tp_size` ranks (torchrun) instead of one worker process.
@@ -78,7 +78,7 @@ class Backend(ABC):
     # Builds from transformers' config (ModelSpec.hf_config, made on first use): made with the imports, for the
     # same reason. A server that loads the model itself does not.
     uses_hf_config: ClassVar[bool] = True
-    # Random weights come from harness/weights.py (seeded per parameter name), so two backends that both
+    # Random weights come from harness/model/weights.py (seeded per parameter name), so two backends that both
     # say so hold identical weights and their greedy tokens can be compared.
     harness_random_weights: ClassVar[bool] = False
 
@@ -142,7 +142,7 @@ class Backend(ABC):
         """
 
     def serve(self, stream: StreamSpec) -> StreamTiming:
-        """Run a request stream: each request enters at its scheduled time (`harness.stream.drive` does that for
+        """Run a request stream: each request enters at its scheduled time (`harness.scenarios.stream.drive` does that for
         engines with an async API) and is batched however the engine batches. Engines listing "stream" in
         `scenarios` implement it."""
         raise NotImplementedError(f"{type(self).__name__} does not run request streams")

@@ -7,7 +7,7 @@ same batches with the same inputs, because the collectives need them all. Only r
 
 Random weights never exist whole on a rank: the model is built on the meta device, AutoTP slices
 the meta tensors (shapes only), DeepSpeed allocates the slices empty on the rank's device, and each
-rank fills just its slices from `harness.weights`, the same values `hf` builds in full.
+rank fills just its slices from `harness.model.weights`, the same values `hf` builds in full.
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from backends.base import Placement, resolve_device
-from harness.hardware import cuda_device_count
 from backends.hf import GenerateOptions, HFBackend, device_sync
-from harness import weights
-from harness.config import DTYPES, opt
+from harness.config.sections import DTYPES
 from harness.errors import UserError
-from harness.memory import MemoryEstimate, PeakMemory, estimate_point, process_peak_rss_bytes, usable_cpus
-from harness.models import ModelSpec
+from harness.fields import opt
+from harness.measure.peak_memory import PeakMemory, process_peak_rss_bytes
+from harness.model import weights
+from harness.model.hardware import cuda_device_count, usable_cpus
+from harness.model.memory import MemoryEstimate, estimate_point
+from harness.model.spec import ModelSpec
 
 # A CPU "device" is a core; two ranks is the smallest real tensor-parallel run (and all a 2-core box holds).
 CPU_DEFAULT_RANKS = 2
@@ -220,7 +222,7 @@ def canonical_names(model) -> Dict[str, str]:
 
 
 def fill_random_shards(module, full_shapes: Dict[str, tuple], names: Dict[str, str], init_range: float) -> None:
-    """Fill every parameter (an AutoTP slice or a replicated tensor) with its values from `harness.weights`."""
+    """Fill every parameter (an AutoTP slice or a replicated tensor) with its values from `harness.model.weights`."""
     for mod_name, sub in module.named_modules():
         for key, param in sub.named_parameters(recurse=False):
             name = f"{mod_name}.{key}" if mod_name else key
@@ -237,8 +239,13 @@ def fill_random_shards(module, full_shapes: Dict[str, tuple], names: Dict[str, s
 def _slice_of(module, key: str, param) -> Tuple[tuple, int, List[Tuple[int, int, int]]]:
     """(full shape, sharded dim, pieces) of one parameter after AutoTP: each piece (where in the shard, where in the
     full parameter, width) along that dim; one piece of the whole parameter when replicated."""
-    from deepspeed.module_inject.layers import (LinearAllreduce, LinearLayer, LmHeadLinearAllreduce,
-                                                SubParamColumnParallel, TensorParallel_Layer)
+    from deepspeed.module_inject.layers import (
+        LinearAllreduce,
+        LinearLayer,
+        LmHeadLinearAllreduce,
+        SubParamColumnParallel,
+        TensorParallel_Layer,
+    )
 
     kind = type(module)
     whole = tuple(param.shape), 0, [(0, 0, param.shape[0] if param.dim() else 1)]  # replicated

@@ -10,16 +10,17 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
 from backends.hf_assisted import AssistedGeneration
 from backends.hf_continuous import CB_PAGE_SIZE, ContinuousBatcher, cb_sizes
-from harness import config_view, speculative, weights
-from harness.config import opt
-from harness.fields import is_int
 from harness.errors import UserError
-from harness.memory import MemoryEstimate, estimate_point, kv_cache_bytes
-from harness.models import ModelSpec, architecture
-from harness.static_batching import serve_static
-from harness.stream import StreamSpec, StreamTiming
-from harness.sweep import SweepPoint
-from harness.timing import BatchSpec, BatchTiming
+from harness.fields import is_int, opt
+from harness.model import config_json as config_view
+from harness.model import weights
+from harness.model.drafts import draft_model
+from harness.model.memory import MemoryEstimate, estimate_point, kv_cache_bytes
+from harness.model.spec import ModelSpec, architecture
+from harness.plan.points import SweepPoint
+from harness.scenarios.batch import BatchSpec, BatchTiming
+from harness.scenarios.static_batching import serve_static
+from harness.scenarios.stream import StreamSpec, StreamTiming
 
 CACHES = ("dynamic", "static")
 ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
@@ -189,7 +190,7 @@ class HFBackend(Backend):
         estimate = estimate_point(model, batch_size, input_length, output_length, eager_attention=eager)
         spec = options.speculative
         if spec is not None and spec.method == "draft":  # the draft holds its own weights and KV cache
-            draft = estimate_point(speculative.draft_model(spec, model), batch_size, input_length, output_length)
+            draft = estimate_point(draft_model(spec, model), batch_size, input_length, output_length)
             estimate = MemoryEstimate(estimate.weights_bytes + draft.weights_bytes,
                                       estimate.kv_cache_bytes + draft.kv_cache_bytes, estimate.activation_bytes)
         if getattr(options, "batching", "static") != "continuous":
@@ -330,7 +331,7 @@ class HFBackend(Backend):
         return self._serve_static(stream)
 
     def _serve_static(self, stream: StreamSpec) -> StreamTiming:
-        """Static batching around `generate` (harness/static_batching.py); a batch's requests get its per-sequence
+        """Static batching around `generate` (harness/scenarios/static_batching.py); a batch's requests get its per-sequence
         step stamps."""
         return serve_static(stream, self._generate, self.options.max_batch_size, self.options.max_wait_ms / 1e3)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from harness import speculative, weights
-from harness.models import ModelSpec, architecture
-from harness.speculative import SpeculativeConfig
-from harness.timing import SpecCounts
+from harness.config.speculative import SpeculativeConfig
+from harness.model import weights
+from harness.model.drafts import draft_model
+from harness.model.spec import ModelSpec, architecture
+from harness.scenarios.batch import SpecCounts
 
 
 class TargetPasses:
@@ -66,7 +67,7 @@ def load_draft(spec: SpeculativeConfig, target: ModelSpec, device: str, build_kw
     confidence cut-off, which transformers otherwise applies), as vLLM's draft does."""
     from transformers import AutoModelForCausalLM
 
-    draft = speculative.draft_model(spec, target)
+    draft = draft_model(spec, target)
     if draft.weights == "random":  # harness.weights seeds by name: the target's first layers, where shapes match
         net = weights.build_empty(draft.hf_config, **build_kwargs)
         weights.materialize(net, device, init_range=weights.init_range_of(draft.hf_config))

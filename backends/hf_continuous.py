@@ -1,6 +1,6 @@
 """The `hf` backend's `batching: continuous`: transformers' own continuous-batching manager serving a stream.
 
-The manager generates on its own thread; `harness.stream.drive` adds each request to it at its scheduled
+The manager generates on its own thread; `harness.scenarios.stream.drive` adds each request to it at its scheduled
 time, and its per-token outputs come back on an event loop this class keeps (docs/measurement.md,
 "Request streams").
 """
@@ -12,9 +12,9 @@ import itertools
 import time
 from typing import Dict, List
 
-from harness.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
-from harness.sweep import SweepShape
-from harness.timing import BatchSpec
+from harness.plan.points import SweepShape
+from harness.scenarios.batch import BatchSpec
+from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
 
 # Tokens per KV-cache page of the continuous-batching manager (transformers' default).
 CB_PAGE_SIZE = 256
@@ -35,7 +35,7 @@ class ContinuousBatcher:
 
     def serve(self, stream: StreamSpec) -> StreamTiming:
         """Continuous batching: transformers' `ContinuousBatchingManager` generates on its own thread, and
-        `harness.stream.drive` adds each request to it at its scheduled time (`add_request`, streaming).
+        `harness.scenarios.stream.drive` adds each request to it at its scheduled time (`add_request`, streaming).
 
         The manager schedules every step itself (FIFO: decoding requests first, then waiting prompts, at most
         max_batch_size requests and max_batch_tokens tokens per step, prompts split over steps beyond that).

@@ -28,13 +28,13 @@ from typing import Any, Dict, List, Optional
 
 from backends.base import Backend, BackendOptions, Placement
 from backends.server_process import exit_wording, log_tail, start_server, stop_group
-from backends.vllm_registry import removed_architecture
-from harness.config import opt
+from backends.vllm_architectures import removed_architecture
 from harness.errors import ShortOutputError, UserError
-from harness.launcher import free_port
-from harness.memory import MemoryEstimate
-from harness.stream import StreamSpec, StreamTiming, Submitted, TokenClock, drive, paused_gc
-from harness.timing import BatchSpec, BatchTiming
+from harness.fields import opt
+from harness.model.memory import MemoryEstimate
+from harness.run.process_group import free_port
+from harness.scenarios.batch import BatchSpec, BatchTiming
+from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, drive, paused_gc
 
 # Body fields the harness sets from the sweep (prompt, budget, sampling, seed): extra_body may not change them.
 HARNESS_FIELDS = ("model", "prompt", "max_tokens", "min_tokens", "ignore_eos", "stream", "stream_options",

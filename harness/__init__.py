@@ -1,5 +1,6 @@
-"""Core of the benchmark harness: config -> sweep -> runs -> records -> metrics -> CSV.
+"""The measuring library: config -> plan -> scenario -> records -> metrics -> CSV, in layers (docs/architecture.md).
 
-Each module owns one step of that flow and only ever calls "down" it; backends live
-in the top-level `backends` package and plots in `plots`.
+Imports only go down, top to bottom: run, measure, plan, scenarios, model, config, then errors and fields. Nothing
+here imports the application (`app`) or a plug-in (`backends`, `workloads`, `plots`, `mosaic`): the app hands the
+registries down. `make test` holds this with import-linter (pyproject.toml, [tool.importlinter]).
 """

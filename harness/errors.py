@@ -1,5 +1,7 @@
 """Errors the user can fix. The CLI prints them as one line and exits with code 2."""
 
+from __future__ import annotations
+
 
 class UserError(Exception):
     """Bad config, CLI or input: reported as `error: <message>` with exit code 2, no traceback.
@@ -19,3 +21,17 @@ def known_names(name: str, known: list) -> str:
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f" (known: {', '.join(known)}){hint}"
+
+
+def is_oom(e: BaseException) -> bool:
+    """Device OOM, or the host allocator failing (PyTorch's CPU allocator raises a RuntimeError)."""
+    import torch
+
+    if isinstance(e, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    return isinstance(e, RuntimeError) and "can't allocate memory" in str(e)
+
+
+def one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}"[:500] if text else type(e).__name__

@@ -1,5 +1,5 @@
-"""`opt`: a typed config field with its help text, shared by every config section (harness/config.py,
-harness/stream_config.py, each backend's and workload's options)."""
+"""`opt`: a typed config field with its help text, shared by every config section (harness/config/sweep.py,
+harness/config/stream.py, each backend's and workload's options)."""
 
 from __future__ import annotations
 

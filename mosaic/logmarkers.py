@@ -263,7 +263,7 @@ def _unescape_one(match: re.Match) -> str:
 
 
 class LogMarkers:
-    """A sweep observer (harness.session.SweepObserver) that prints rows and files between markers as
+    """A sweep observer (app.session.SweepObserver) that prints rows and files between markers as
     they are written, so `--collect` can rebuild results from a run's log alone."""
 
     def started(self, out) -> None:

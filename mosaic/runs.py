@@ -20,9 +20,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, get_type_hints
 
-from mosaic import logmarkers
-from harness.config import read_yaml_mapping
+from harness.config.loading import read_yaml_mapping
 from harness.errors import UserError
+from mosaic import logmarkers
 
 if TYPE_CHECKING:
     from mcli import RunConfig

@@ -15,17 +15,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import matplotlib as mpl
 import numpy as np
 import pandas as pd
-import matplotlib as mpl
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from plots import data, style
 from plots.data import SERIES, Curve
-from plots.load import BATCH
 from plots.labels import PointLabel, place_point_labels
+from plots.load import BATCH
 
 CAPTION_MAX_ITEMS = 24
 CAPTION_FONTSIZE = 9.5

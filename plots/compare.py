@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
-from harness import stats
+from harness.measure import stats
 from plots import load
 from plots.errors import PlotError
 

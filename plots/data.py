@@ -330,7 +330,7 @@ def bursts(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def meets_slo(rows: pd.DataFrame) -> pd.Series:
-    """Per stream row: at least the SLO's percentile of its requests met both targets (harness.metrics.slo_met)."""
+    """Per stream row: at least the SLO's percentile of its requests met both targets (harness.measure.metrics.slo_met)."""
     return (rows["status"] == PLOTTED_STATUS) & (rows["slo_attainment"] * 100 >= rows["slo_percentile"] - 1e-9)
 
 

@@ -1,5 +1,5 @@
 """report.md's memory sections: the largest batch a `batch_sizes: auto` search found, and how far the memory
-estimate that plans and guards every point (harness/memory.py) was from what each point used."""
+estimate that plans and guards every point (harness/model/memory.py) was from what each point used."""
 
 from __future__ import annotations
 

@@ -11,8 +11,17 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from plots import data, style
-from plots.charts import (Chart, ChartContext, ChartJob, GridChart, _decorate, _finish, model_and_dtype, scenario_jobs,
-                          series_grid)
+from plots.charts import (
+    Chart,
+    ChartContext,
+    ChartJob,
+    GridChart,
+    _decorate,
+    _finish,
+    model_and_dtype,
+    scenario_jobs,
+    series_grid,
+)
 from plots.labels import PointLabel, place_point_labels
 from plots.load import BATCH
 

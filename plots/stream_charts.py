@@ -16,8 +16,17 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from plots import data, style
-from plots.charts import (Chart, ChartContext, ChartJob, _decorate, scenario_jobs, _draw_series_curve, _finish, _legend_right,
-                          model_and_dtype)
+from plots.charts import (
+    Chart,
+    ChartContext,
+    ChartJob,
+    _decorate,
+    _draw_series_curve,
+    _finish,
+    _legend_right,
+    model_and_dtype,
+    scenario_jobs,
+)
 from plots.data import SERIES, StreamGroup
 from plots.load import REQUEST_JOIN_COLUMNS, SOURCE_COLUMN, STREAM
 

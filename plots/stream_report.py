@@ -11,7 +11,7 @@ import pandas as pd
 from plots import data
 from plots.data import SERIES, StreamGroup, fmt, rate_text
 
-# Over this p99 send slip (ms) the client, not the engine, limited the offered load (harness.metrics.SLIP_WARN_MS).
+# Over this p99 send slip (ms) the client, not the engine, limited the offered load (harness.measure.metrics.SLIP_WARN_MS).
 SLIP_WARN_MS = 5.0
 STREAM_HEADER = ("| series | batching | points ok | highest sustained rate (requests/s) | TTFT p50 (ms) "
                  "| TTFT p99 (ms) | TPOT p50 (ms) | E2E p99 (ms) | goodput (requests/s) |")

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from harness.writers import RESULT_COLUMNS
+from harness.measure.writers import RESULT_COLUMNS
 from tests.conftest import run_benchmark
 
 SHM = "/dev/shm"

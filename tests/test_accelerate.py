@@ -7,13 +7,13 @@ import torch
 from accelerate.utils import convert_file_size_to_int
 
 from backends.accelerate_pp import AccelerateBackend, AccelerateOptions, hooked_blocks
-from harness.config import ModelConfig
+from harness.config.sections import ModelConfig
 from harness.errors import UserError
 from harness.fields import size_bytes
-from harness.memory import usable_cpus
-from harness.models import resolve_model
-from harness.sweep import SweepShape
-from harness.timing import BatchSpec
+from harness.model.hardware import usable_cpus
+from harness.model.spec import resolve_model
+from harness.plan.points import SweepShape
+from harness.scenarios.batch import BatchSpec
 from tests.conftest import run_benchmark
 from tests.contract import assert_csv_contract, rows, write_sweep
 

@@ -2,13 +2,13 @@
 
 import pytest
 
-from backends import REGISTRY
-from harness.cli import main
-from harness.models import preset_names
+from app.cli import main
+from backends.registry import BACKENDS
+from harness.model.spec import preset_names
 from tests.conftest import run_benchmark
 
 TINY = "yamls/cpu-tiny.yaml"
-KNOWN = ", ".join(REGISTRY.names())
+KNOWN = ", ".join(BACKENDS.names())
 TOP_KEYS = ("benchmark_name, model, models, backends, scenario, batch_sizes, max_batch_size, stream, workload, sampling, input_lengths, output_lengths, num_batches, "
             "stop, num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s, "
             "output, hardware")

@@ -6,15 +6,17 @@ import pytest
 import torch
 
 from backends.base import Backend, BackendOptions, Placement
-from harness.batchsearch import BatchSearch
-from harness.config import ModelConfig, SweepConfig
-from harness.memory import MemoryEstimate
-from harness.models import resolve_model
-from harness.records import RunContext
-from harness.runner import EntryRunner, RunEvents
-from harness.sweep import BatchSearchPlan, EntryPlan, PlannedPoint, SweepPoint, plan_batch_search
-from harness.timing import BatchTiming
-from harness.writers import ResultsDir, read_rows
+from harness.config.sections import ModelConfig
+from harness.config.sweep import SweepConfig
+from harness.measure.records import RunContext
+from harness.measure.writers import ResultsDir, read_rows
+from harness.model.memory import MemoryEstimate
+from harness.model.spec import resolve_model
+from harness.plan.points import BatchSearchPlan, EntryPlan, PlannedPoint, SweepPoint
+from harness.plan.sweep import plan_batch_search
+from harness.run.runner import EntryRunner, RunEvents
+from harness.scenarios.batch import BatchTiming
+from harness.scenarios.batch_search import BatchSearch
 from workloads.random_ids import RandomOptions, RandomWorkload
 
 

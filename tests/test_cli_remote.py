@@ -2,8 +2,9 @@
 
 import yaml
 
-from mosaic import logmarkers, runs as mosaic
-from harness.cli import main
+from app.cli import main
+from mosaic import logmarkers
+from mosaic import runs as mosaic
 from tests.conftest import REPO, run_benchmark
 
 TEMPLATES = ["--mcli", "mcli/h100-x8.yaml", "--mcli", "mcli/a100-80gb-x8.yaml"]

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from harness import stats
-from harness.metrics import summarize
-from harness.records import BatchSample
+from harness.measure import stats
+from harness.measure.metrics import summarize
+from harness.measure.records import BatchSample
 from plots.compare import judge, welch
 
 

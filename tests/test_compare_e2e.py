@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-import backends
-import workloads
-from harness import stats
-from harness.config import load_config, to_plain
+from backends.registry import BACKENDS
+from harness.config.sweep import load_config, to_plain
+from harness.measure import stats
 from plots.__main__ import main as plots_main
 from tests.conftest import REPO, run_benchmark
 from tests.contract import rows
+from workloads.registry import WORKLOADS
 
 YAML = """
 benchmark_name: ab
@@ -196,7 +196,7 @@ def test_the_resolved_config_reruns_the_same_sweep(runs):
     config = tmp / "b" / "config.yaml"
     assert f"python benchmark.py {config} --output-dir {tmp / 'b'}-rerun" in manifest["reproduce"]
     assert manifest["reproduce"].startswith(f"git checkout {manifest['git_commit'].removesuffix('-dirty')} && ")
-    reloaded = load_config(config, [], backends.REGISTRY, workloads.REGISTRY)
+    reloaded = load_config(config, [], BACKENDS, WORKLOADS)
     assert json.loads(json.dumps(to_plain(reloaded), default=str)) == manifest["config"]
     hf = manifest["backends"][0]["runtime"]
     assert hf["attn_implementation"] and hf["kv_cache_dtype"] == "fp32" and hf["compile"] is False

@@ -1,4 +1,4 @@
-"""Planning reads config.json without transformers (harness/config_view.py): every field it reads and every
+"""Planning reads config.json without transformers (harness/model/config_json.py): every field it reads and every
 parameter it counts must be what transformers builds, for each preset and for the variants a config.json can
 state (GQA, an explicit head_dim, biases, tied embeddings, experts); anything else takes transformers' path."""
 
@@ -10,9 +10,9 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from harness import config_view
-from harness.config import ModelConfig
-from harness.models import PRESETS_DIR, architecture, count_parameters, preset_names, resolve_model, view_of
+from harness.config.sections import ModelConfig
+from harness.model import config_json as config_view
+from harness.model.spec import PRESETS_DIR, architecture, count_parameters, preset_names, resolve_model, view_of
 from tests.conftest import REPO
 
 LLAMA = json.loads((PRESETS_DIR / "tiny-llama" / "config.json").read_text())
@@ -47,7 +47,7 @@ VARIANTS = {
     "mpt-untied": {**MPT, "tie_word_embeddings": False},
     "mpt-expansion-unstated": {k: v for k, v in MPT.items() if k != "expansion_ratio"},
 }
-# What planning reads, by its own names (harness/config_view.py); transformers' config answers those it has.
+# What planning reads, by its own names (harness/model/config_json.py); transformers' config answers those it has.
 PLANNING_FIELDS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
                    "num_hidden_layers", "vocab_size", "max_position_embeddings", "tie_word_embeddings",
                    "num_local_experts", "num_experts_per_tok", "moe_intermediate_size")

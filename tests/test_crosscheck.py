@@ -1,6 +1,6 @@
 """Same weights, same inputs, same greedy tokens: hf, accelerate and deepspeed (tp 2) on the tiny preset in fp32.
 
-Weights come from harness/weights.py however each backend builds them (whole, per mapped block,
+Weights come from harness/model/weights.py however each backend builds them (whole, per mapped block,
 per TP shard). Random weights make near-ties between logits, and TP sums partial products in
 another order, so the issue asks for the share of identical tokens (investigate below 95%).
 """
@@ -9,11 +9,11 @@ from pathlib import Path
 
 from backends.accelerate_pp import AccelerateBackend, AccelerateOptions
 from backends.hf import HFBackend, HFOptions
-from harness.config import ModelConfig
-from harness.crosscheck import identical_share
-from harness.models import resolve_model
-from harness.sweep import SweepShape
-from harness.timing import BatchSpec
+from harness.config.sections import ModelConfig
+from harness.measure.crosscheck import identical_share
+from harness.model.spec import resolve_model
+from harness.plan.points import SweepShape
+from harness.scenarios.batch import BatchSpec
 from tests.contract import rows, run_marked
 from workloads.random_ids import allowed_token_ids, make_prompts
 

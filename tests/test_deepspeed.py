@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from backends.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
-from harness.config import ModelConfig
+from harness.config.sections import ModelConfig
 from harness.errors import UserError
-from harness.models import resolve_model
-from harness.sweep import SweepShape
+from harness.model.spec import resolve_model
+from harness.plan.points import SweepShape
 from tests.conftest import run_benchmark
 from tests.contract import assert_csv_contract, processes_with, rows, run_marked, write_sweep
 

@@ -1,11 +1,11 @@
 """Consecutive entries overlap only where nothing is measured: the next worker starts and imports while the last
-one closes its engine, and loads only once that one's process group has ended (harness/launcher.py, WorkerRun)."""
+one closes its engine, and loads only once that one's process group has ended (harness/run/launcher.py, WorkerRun)."""
 
 import json
 
 import pytest
 
-from harness.worker import SLOW_FAULT_S
+from harness.run.worker import SLOW_FAULT_S
 from tests.contract import processes_with, rows, run_marked, write_sweep
 
 

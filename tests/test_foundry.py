@@ -1,4 +1,4 @@
-"""llm-foundry inference-benchmark YAMLs run unchanged: translated (harness/foundry/), printed, then run.
+"""llm-foundry inference-benchmark YAMLs run unchanged: translated (app/foundry/), printed, then run.
 
 The fixtures in tests/fixtures/foundry/ are written in the shapes of llm-foundry's
 scripts/inference/benchmarking/yamls: an inline MPT (1b.yaml), 7b.yaml's ffn_config with DeepSpeed, an
@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-import backends
-import workloads
-from harness import foundry
-from harness.config import SweepConfig, load_config, read_yaml_mapping
+from app import foundry
+from backends.registry import BACKENDS
+from harness.config.loading import read_yaml_mapping
+from harness.config.sweep import SweepConfig, load_config
 from harness.errors import UserError
 from tests.conftest import REPO, run_benchmark
+from workloads.registry import WORKLOADS
 
 FIXTURES = REPO / "tests" / "fixtures" / "foundry"
 MPT_1B, HF_7B, DEEPSPEED_7B, TINY = (FIXTURES / f"{n}.yaml" for n in ("mpt-1b", "hf-7b", "deepspeed-7b", "tiny-mpt"))
@@ -212,7 +213,7 @@ def test_translate_only_prints_a_harness_yaml_that_loads(tmp_path):
     assert "#   model.d_model: 2048 -> model.overrides.d_model" in proc.stdout.splitlines()  # the mapping, as comments
     mine = tmp_path / "mine.yaml"
     mine.write_text(proc.stdout)
-    config = load_config(mine, [], backends.REGISTRY, workloads.REGISTRY)
+    config = load_config(mine, [], BACKENDS, WORKLOADS)
     assert (config.model.preset, config.backends[0].name, config.backends[0].device) == ("mpt-7b", "hf", "auto")
     assert sorted(p.name for p in FIXTURES.iterdir()) == sorted(p.name for p in FIXTURES.glob("[!.]*.yaml"))
 
@@ -235,7 +236,7 @@ def test_unmappable_key_exits_2_with_one_line(tmp_path):
      "llm-foundry inference-benchmark YAML"),
 ])
 def test_translate_only_misuse(args, message, capsys):
-    from harness.cli import main
+    from app.cli import main
 
     assert main([str(a) for a in args]) == 2
     assert capsys.readouterr().err.startswith(message)

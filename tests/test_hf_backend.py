@@ -3,10 +3,10 @@
 import pytest
 
 from backends.hf import HFBackend, HFOptions, StepClock, tokens_produced
-from harness.config import ModelConfig
-from harness.models import resolve_model
-from harness.sweep import SweepShape
-from harness.timing import BatchSpec, Sampling
+from harness.config.sections import ModelConfig
+from harness.model.spec import resolve_model
+from harness.plan.points import SweepShape
+from harness.scenarios.batch import BatchSpec, Sampling
 from workloads.random_ids import allowed_token_ids, make_prompts
 
 

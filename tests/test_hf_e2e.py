@@ -4,9 +4,10 @@ import json
 
 import pytest
 
-from harness.writers import SAMPLE_COLUMNS
-from tests.contract import assert_csv_contract, rows, write_sweep
+from harness.measure.writers import SAMPLE_COLUMNS
 from tests.conftest import run_benchmark
+from tests.contract import assert_csv_contract, rows, write_sweep
+
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):

@@ -9,13 +9,13 @@ import pytest
 from backends.accelerate_pp import AccelerateBackend, AccelerateOptions
 from backends.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
 from backends.hf import HFBackend, HFOptions
-from harness.arrivals import arrival_times
-from harness.config import ModelConfig
+from harness.config.sections import ModelConfig
 from harness.errors import UserError
-from harness.models import resolve_model
-from harness.stream import StreamSpec
-from harness.sweep import SweepShape
-from harness.timing import BatchSpec
+from harness.model.spec import resolve_model
+from harness.plan.points import SweepShape
+from harness.scenarios.arrivals import arrival_times
+from harness.scenarios.batch import BatchSpec
+from harness.scenarios.stream import StreamSpec
 
 MAX_BATCH = 4
 MAX_WAIT_MS = 50.0
@@ -260,7 +260,7 @@ def test_bad_stream_options_are_user_errors(fields, named):
 def test_sampled_streams(request, model, mode):
     """Sampling runs in both modes; static batches repeat with the same seeds (one generate per batch, seeded
     by its first request), the manager's shared generator makes no such promise."""
-    from harness.timing import Sampling
+    from harness.scenarios.batch import Sampling
 
     backend = request.getfixturevalue(mode)
     base = stream(model, 4, "burst", 1.0, seed=5)

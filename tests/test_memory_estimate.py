@@ -1,6 +1,6 @@
 """The memory estimate against what the host really holds: weights and KV cache within 15% of the measured growth.
 
-Measured in this process's RSS (harness/memory.py): before loading, after loading, and with a prefill's KV cache
+Measured in this process's RSS (harness/measure/peak_memory.py): before loading, after loading, and with a prefill's KV cache
 alive. Freed memory is handed back to the kernel first, so the readings are what is live, not what the allocator
 keeps. The transient part of a point (activations, logits) is left out: the report compares it per point
 (report.md, "Memory: estimate vs measured").
@@ -12,10 +12,11 @@ import pytest
 import torch
 
 from backends.hf import HFBackend, HFOptions
-from harness.config import ModelConfig
-from harness.memory import kv_cache_bytes, process_rss_bytes, release_freed_host_memory
-from harness.models import resolve_model
-from harness.sweep import SweepShape
+from harness.config.sections import ModelConfig
+from harness.measure.peak_memory import process_rss_bytes, release_freed_host_memory
+from harness.model.memory import kv_cache_bytes
+from harness.model.spec import resolve_model
+from harness.plan.points import SweepShape
 
 
 def live_bytes() -> int:

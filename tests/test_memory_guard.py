@@ -6,12 +6,13 @@ import time
 
 import pytest
 
-import workloads
-from backends import REGISTRY
-from harness.config import ModelConfig, load_config
-from harness.memory import estimate_point, kv_cache_bytes
-from harness.models import resolve_model
+from backends.registry import BACKENDS
+from harness.config.sections import ModelConfig
+from harness.config.sweep import load_config
+from harness.model.memory import estimate_point, kv_cache_bytes
+from harness.model.spec import resolve_model
 from tests.conftest import run_benchmark
+from workloads.registry import WORKLOADS
 
 
 def test_kv_cache_uses_the_real_number_of_kv_heads():
@@ -38,7 +39,7 @@ def test_70b_ends_cleanly_in_seconds_with_every_point_skipped(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - start < 60
     rows = read(tmp_path / "out")
-    entries = len(load_config("yamls/70b.yaml", [], REGISTRY, workloads.REGISTRY).backends)
+    entries = len(load_config("yamls/70b.yaml", [], BACKENDS, WORKLOADS).backends)
     assert len(rows) == entries * 7 * 3 * 3 and {r["status"] for r in rows} == {"skipped"}
     assert all(r["load_time_s"] == "" for r in rows)  # never loaded
 
@@ -64,7 +65,7 @@ def read(out):
 def test_dry_run_shows_the_plan_and_loads_nothing():
     proc = run_benchmark("yamls/70b.yaml", "--dry-run", timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert f"0 of {len(load_config('yamls/70b.yaml', [], REGISTRY, workloads.REGISTRY).backends) * 63} points fit this machine" in proc.stdout
+    assert f"0 of {len(load_config('yamls/70b.yaml', [], BACKENDS, WORKLOADS).backends) * 63} points fit this machine" in proc.stdout
     assert "warning: backend vllm-tp8: needs 8 CUDA device(s), this machine has 0" in proc.stdout
 
 

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from harness.metrics import describe, summarize
-from harness.records import BatchSample
-from harness.timing import BatchTiming
+from harness.measure.metrics import describe, summarize
+from harness.measure.records import BatchSample
+from harness.scenarios.batch import BatchTiming
 
 
 def sample(i, latency, ttft, tpot, batch_size=4, input_length=128, output_length=8, requests=None, latencies=None):

@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from harness.config import ModelConfig
+from harness.config.sections import ModelConfig
 from harness.errors import UserError
-from harness.models import PRESETS_DIR, preset_names, resolve_model
+from harness.model.spec import PRESETS_DIR, preset_names, resolve_model
 
 SMALL_7B = {"num_hidden_layers": 4, "hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 4,
             "num_key_value_heads": 4}

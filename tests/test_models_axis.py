@@ -7,13 +7,13 @@ import shutil
 import pytest
 import yaml
 
-import backends
-import workloads
-from harness.cli import main
-from harness.config import load_config
+from app.cli import main
+from backends.registry import BACKENDS
+from harness.config.sweep import load_config
 from plots import compare, data, load
 from tests.conftest import run_benchmark
 from tests.contract import assert_invariants, rows
+from workloads.registry import WORKLOADS
 
 TINY = {"preset": "tiny-llama", "dtype": "fp32"}
 ONE_LAYER = {"preset": "tiny-llama", "dtype": "fp32", "label": "tiny-1-layer", "overrides": {"num_hidden_layers": 1}}
@@ -103,7 +103,7 @@ def test_manifest_describes_each_model(swept):
 
 def test_the_written_config_reruns_as_is(swept):
     _, out, _ = swept
-    config = load_config(out / "config.yaml", [], backends.REGISTRY, workloads.REGISTRY)
+    config = load_config(out / "config.yaml", [], BACKENDS, WORKLOADS)
     assert [m.label for m in config.models] == [None, "tiny-1-layer"]
     assert "model" not in yaml.safe_load((out / "config.yaml").read_text())
 

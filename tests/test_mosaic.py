@@ -8,8 +8,8 @@ them); tests/fixtures/mcli/tiny-cpu/ holds the files it must rebuild, byte for b
 
 import csv
 import io
-import os
 import json
+import os
 import socket
 import sys
 import warnings
@@ -17,18 +17,18 @@ from http import HTTPStatus
 from pathlib import Path
 from types import SimpleNamespace
 
-import mcli
 import pytest
 import yaml
 from mcli.api.exceptions import MAPIException
 from mcli.utils.utils_string_functions import MAX_RUN_NAME_LENGTH, validate_rfc1123_name
 
+import mcli
+from backends.registry import BACKENDS
+from harness.config.sweep import load_config, to_plain
+from harness.errors import UserError
 from mosaic import logmarkers
 from mosaic import runs as platform
-import workloads
-from backends import REGISTRY
-from harness.config import load_config, to_plain
-from harness.errors import UserError
+from workloads.registry import WORKLOADS
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATES = sorted((REPO / "mcli").glob("*.yaml"))
@@ -62,7 +62,7 @@ def api_key(no_key, monkeypatch):
 
 @pytest.fixture(scope="module")
 def sweep_70b() -> dict:
-    return to_plain(load_config(REPO / "yamls" / "70b.yaml", [], REGISTRY, workloads.REGISTRY))
+    return to_plain(load_config(REPO / "yamls" / "70b.yaml", [], BACKENDS, WORKLOADS))
 
 
 def read_exact(path: Path) -> str:
@@ -169,7 +169,7 @@ def test_70b_with_two_templates_gives_two_valid_runs_carrying_the_sweep(sweep_70
         sweep.write_text(yaml.safe_dump(data["parameters"]))
         # The template's machine (its GPU and count, harness/peaks.yaml's name) is the run's `hardware`.
         hardware = {**sweep_70b["hardware"], "gpu": gpu, "num_gpus": 8}
-        assert to_plain(load_config(sweep, [], REGISTRY, workloads.REGISTRY)) == {
+        assert to_plain(load_config(sweep, [], BACKENDS, WORKLOADS)) == {
             **sweep_70b, "benchmark_name": f"llama-2-70b-{tag}", "hardware": hardware}
     assert sweep_70b["benchmark_name"] == "llama-2-70b"  # the caller's dict is not modified
 

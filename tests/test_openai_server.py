@@ -12,16 +12,15 @@ import numpy as np
 import psutil
 import pytest
 
-from backends import REGISTRY
 from backends.openai_server import OpenAIBackend, OpenAIOptions
-from harness.arrivals import arrival_times
-from harness.config import ModelConfig
+from backends.registry import BACKENDS
+from harness.config.sections import ModelConfig
 from harness.errors import UserError
-from harness.models import resolve_model
-from harness.stream import StreamSpec
-from harness.sweep import SweepShape
-from harness.timing import BatchSpec
-
+from harness.model.spec import resolve_model
+from harness.plan.points import SweepShape
+from harness.scenarios.arrivals import arrival_times
+from harness.scenarios.batch import BatchSpec
+from harness.scenarios.stream import StreamSpec
 from tests.conftest import REPO
 
 VLLM_COMMAND = (
@@ -83,7 +82,7 @@ def max_in_flight(requests) -> int:
 
 
 def test_registered_and_options_checked():
-    assert REGISTRY.get("openai", "backends[0].name") is OpenAIBackend
+    assert BACKENDS.get("openai", "backends[0].name") is OpenAIBackend
     assert OpenAIBackend.unsupported(OpenAIOptions(name="openai"), "batch", None)
     assert OpenAIBackend.unsupported(OpenAIOptions(name="openai"), "stream", None) is None
     bad = [({}, "base_url"), ({"base_url": "http://x", "command": "y {port}"}, "base_url"),

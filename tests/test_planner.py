@@ -2,13 +2,14 @@
 
 import pytest
 
-import workloads
-from backends import REGISTRY
-from harness.config import load_config
-from harness.hardware import Machine, cuda_device_count, planning_for
-from harness.models import resolve_model
-from harness.planner import largest_fitting, plan_capacity
+from backends.registry import BACKENDS
+from harness.config.sweep import load_config
+from harness.model.hardware import Machine, cuda_device_count, planning_for
+from harness.model.spec import resolve_model
+from harness.plan.capacity import plan_capacity
+from harness.scenarios.batch_search import largest_fitting
 from tests.conftest import run_benchmark
+from workloads.registry import WORKLOADS, build_workload
 
 
 @pytest.mark.parametrize("limit_fits,expected", [(0, 0), (1, 1), (7, 7), (64, 64), (1000, 1000), (70000, 1 << 16)])
@@ -19,12 +20,12 @@ def test_largest_fitting_finds_the_edge(limit_fits, expected):
 
 
 def test_70b_on_8_h100s_without_the_gpus():
-    config = load_config("yamls/70b.yaml", ["hardware.gpu=h100-sxm", "hardware.num_gpus=8"], REGISTRY,
-                         workloads.REGISTRY)
+    config = load_config("yamls/70b.yaml", ["hardware.gpu=h100-sxm", "hardware.num_gpus=8"], BACKENDS,
+                         WORKLOADS)
     model = resolve_model(config.model)
     with planning_for(Machine("h100-sxm", 8)):
         assert cuda_device_count() == 8
-        rows = plan_capacity(config, model, REGISTRY, workloads.build_workload(config, model))
+        rows = plan_capacity(config, model, BACKENDS, build_workload(config, model))
     assert cuda_device_count() == 0  # back to this machine's
     by_entry = {}
     for row in rows:

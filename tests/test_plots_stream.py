@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.records import SLO, BatchSample, PointResult, RunContext
-from harness.stream import RequestTiming, StreamTiming
-from harness.sweep import SweepPoint
-from harness.writers import ResultsDir
+from harness.measure.records import SLO, BatchSample, PointResult, RunContext
+from harness.measure.writers import ResultsDir
+from harness.plan.points import SweepPoint
+from harness.scenarios.stream import RequestTiming, StreamTiming
 from plots import make_report
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,20 +13,21 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from app.cli import main
 from backends.deepspeed_tp import _slice_of
 from backends.hf import HFBackend, HFOptions
 from backends.openai_server import OpenAIBackend, OpenAIOptions
+from backends.vllm_architectures import removed_architecture
 from backends.vllm_engine import VLLMBackend, VLLMOptions
-from backends.vllm_registry import removed_architecture
-from harness import config_view, weights
-from harness.cli import main
-from harness.config import ModelConfig
+from harness.config.sections import ModelConfig
 from harness.errors import UserError
-from harness.memory import GiB, estimate_point, kv_cache_bytes, mlp_width_per_token
-from harness.models import count_parameters, resolve_model
-from harness.roofline import Shape
-from tests.contract import rows, write_sweep
+from harness.model import config_json as config_view
+from harness.model import weights
+from harness.model.memory import GiB, estimate_point, kv_cache_bytes, mlp_width_per_token
+from harness.model.roofline import Shape
+from harness.model.spec import count_parameters, resolve_model
 from tests.conftest import run_benchmark
+from tests.contract import rows, write_sweep
 
 # Parameters as their authors publish them (model cards), to the precision given there.
 PUBLISHED_PARAMS = {"mpt-7b": 6.7e9, "mpt-30b": 30e9, "qwen2.5-7b": 7.61e9, "llama-3.1-8b": 8.03e9,

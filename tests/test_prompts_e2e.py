@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
-from harness.models import PRESETS_DIR
+from harness.model.spec import PRESETS_DIR
 from tests.contract import processes_with, rows, run_marked
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "yamls" / "prompts" / "example-chats.jsonl"

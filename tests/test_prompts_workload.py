@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-import workloads
-from backends import REGISTRY
-from harness.cli import main
-from harness.config import load_config
-from harness.models import PRESETS_DIR, resolve_model
-from harness.sweep import SweepPoint
+from app.cli import main
+from backends.registry import BACKENDS
+from harness.config.sweep import load_config
+from harness.model.spec import PRESETS_DIR, resolve_model
+from harness.plan.points import SweepPoint
+from workloads.registry import WORKLOADS, build_workload
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "yamls" / "prompts" / "example-chats.jsonl"
@@ -29,8 +29,8 @@ def sweep_yaml(tmp_path, workload: str, extra: str = "") -> Path:
 
 
 def build(path: Path, *overrides: str):
-    config = load_config(path, list(overrides), REGISTRY, workloads.REGISTRY)
-    return config, workloads.build_workload(config, resolve_model(config.model))
+    config = load_config(path, list(overrides), BACKENDS, WORKLOADS)
+    return config, build_workload(config, resolve_model(config.model))
 
 
 def test_batches_cycle_through_the_shuffled_file_and_respect_each_prompt_cap(tmp_path):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.ratesearch import RateSearch
+from harness.scenarios.rate_search import RateSearch
 
 
 def search_for(capacity: float, start=1.0, precision=0.1, max_probes=16) -> RateSearch:

@@ -6,11 +6,19 @@ import json
 
 import pytest
 
-from harness.config import HardwareConfig, ModelConfig
-from harness.hardware import Peaks, datasheet_peaks, entry_peaks, match_gpu, measure_cpu_peaks
-from harness.models import resolve_model
-from harness.roofline import (Measured, Shape, decode_bytes_per_step, decode_flops_per_step, explain, prefill_bytes,
-                              prefill_flops, roofline_latency_s)
+from harness.config.sections import HardwareConfig, ModelConfig
+from harness.model.hardware import Peaks, datasheet_peaks, entry_peaks, match_gpu, measure_cpu_peaks
+from harness.model.roofline import (
+    Measured,
+    Shape,
+    decode_bytes_per_step,
+    decode_flops_per_step,
+    explain,
+    prefill_bytes,
+    prefill_flops,
+    roofline_latency_s,
+)
+from harness.model.spec import resolve_model
 
 # 2 layers, hidden 4, vocabulary 10, untied: embedding and head 40 parameters each, 100 in the body.
 DENSE = Shape(layers=2, hidden=4, attention_width=4, kv_width=4, vocab=10, num_params=180, tied_embeddings=False,
@@ -114,9 +122,9 @@ def test_cpu_probe_measures_this_machine(tmp_path):
 
 
 def test_energy_per_token_and_power_from_the_batches():
-    from harness.energy import EnergyMeter
-    from harness.metrics import energy_figures
-    from harness.records import BatchSample
+    from harness.measure.energy import EnergyMeter
+    from harness.measure.metrics import energy_figures
+    from harness.measure.records import BatchSample
 
     samples = [BatchSample(0, 500.0, 50.0, 10.0, (8, 8), (16, 16), energy_j=100.0),
                BatchSample(1, 1500.0, 50.0, 10.0, (8, 8), (16, 16), energy_j=300.0)]

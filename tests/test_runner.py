@@ -6,13 +6,14 @@ import pytest
 import torch
 
 from backends.base import Backend, BackendOptions, Placement
-from harness.config import ModelConfig, StopConfig, SweepConfig
-from harness.memory import MemoryEstimate
-from harness.models import resolve_model
-from harness.records import RunContext, point_key
-from harness.runner import EntryRunner, RunEvents
-from harness.sweep import EntryPlan, PlannedPoint, SweepPoint
-from harness.timing import BatchTiming
+from harness.config.sections import ModelConfig, StopConfig
+from harness.config.sweep import SweepConfig
+from harness.measure.records import RunContext, point_key
+from harness.model.memory import MemoryEstimate
+from harness.model.spec import resolve_model
+from harness.plan.points import EntryPlan, PlannedPoint, SweepPoint
+from harness.run.runner import EntryRunner, RunEvents
+from harness.scenarios.batch import BatchTiming
 from workloads.random_ids import RandomOptions, RandomWorkload
 
 

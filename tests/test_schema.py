@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-import backends
-import workloads
+from app.cli import main
 from backends.base import BackendOptions
-from harness import schema
-from harness.cli import main
+from backends.registry import BACKENDS
+from harness.config import schema
+from workloads.registry import WORKLOADS
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 COMMON = [k.name for k in schema.keys(BackendOptions)]  # every entry's: the README says so above the table
@@ -38,10 +38,10 @@ def readme_backend_options() -> dict:
 
 
 def test_the_readme_table_lists_exactly_each_backends_options():
-    sections = schema.sections(backends.REGISTRY, workloads.REGISTRY)
+    sections = schema.sections(BACKENDS, WORKLOADS)
     documented = readme_backend_options()
-    assert set(documented) == set(backends.REGISTRY.names())
-    for name in backends.REGISTRY.names():
+    assert set(documented) == set(BACKENDS.names())
+    for name in BACKENDS.names():
         cls, _ = sections[f"backends.{name}"]
         options = {k.name for k in schema.keys(cls)} - set(COMMON)
         assert documented[name] == options, f"README rows for {name}: add {options - documented[name]}, " \
@@ -49,7 +49,7 @@ def test_the_readme_table_lists_exactly_each_backends_options():
 
 
 def test_every_key_has_a_type_a_default_and_help():
-    for name, (cls, what) in schema.sections(backends.REGISTRY, workloads.REGISTRY).items():
+    for name, (cls, what) in schema.sections(BACKENDS, WORKLOADS).items():
         assert what, name
         for key in schema.keys(cls):
             assert key.help and key.type and key.default, f"{name}.{key.name}"
@@ -68,12 +68,12 @@ def test_everything_by_default_with_required_keys_and_nested_sections(capsys):
     assert code == 0
     headers = re.findall(r"^\[([\w.]+)\]", out, re.M)
     assert headers[0] == "sweep" and {"stream.slo", "speculative.draft", "workload.prompts"} <= set(headers)
-    assert {f"backends.{n}" for n in backends.REGISTRY.names()} <= set(headers)
+    assert {f"backends.{n}" for n in BACKENDS.names()} <= set(headers)
     assert re.search(r"^  benchmark_name +str +required ", out, re.M)
     assert re.search(r"^  dtype +str +\"bf16\" ", out, re.M)
     # a prefix gives every section under it
     code, out, _ = run(capsys, "--schema", "backends")
-    assert re.findall(r"^\[([\w.]+)\]", out, re.M) == [f"backends.{n}" for n in backends.REGISTRY.names()]
+    assert re.findall(r"^\[([\w.]+)\]", out, re.M) == [f"backends.{n}" for n in BACKENDS.names()]
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -7,17 +7,18 @@ import json
 
 import pytest
 
-from backends import REGISTRY
 from backends.hf import HFBackend, HFOptions
+from backends.registry import BACKENDS
 from backends.vllm_engine import VLLMBackend, VLLMOptions
-from harness.config import ModelConfig
-from harness.crosscheck import TokenCrossCheck
-from harness.metrics import spec_figures
-from harness.models import resolve_model
-from harness.records import PointResult, RunContext
-from harness.speculative import BaselineComparison, baselines, expand_entries, parse
-from harness.sweep import SweepPoint, SweepShape
-from harness.timing import BatchSpec, SpecCounts
+from harness.config.sections import ModelConfig
+from harness.config.speculative import baselines, expand_entries, parse
+from harness.measure.crosscheck import TokenCrossCheck
+from harness.measure.metrics import spec_figures
+from harness.measure.records import PointResult, RunContext
+from harness.measure.spec_baseline import BaselineComparison
+from harness.model.spec import resolve_model
+from harness.plan.points import SweepPoint, SweepShape
+from harness.scenarios.batch import BatchSpec, SpecCounts
 from workloads.random_ids import allowed_token_ids, make_prompts
 
 NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
@@ -162,7 +163,7 @@ def test_engines_skip_what_they_cannot_run(four_layers):
                                                               "batch", pretrained)
     assert HFBackend.unsupported(HFOptions(name="hf", speculative=own_layers), "batch", pretrained) is None
     for engine in ("accelerate", "deepspeed", "openai"):
-        cls = REGISTRY.get(engine, "name")
+        cls = BACKENDS.get(engine, "name")
         options = cls.Options(name=engine, speculative=parse(NGRAM, "s"))
         scenario = cls.scenarios[0]
         assert "does not run speculative method ngram" in cls.unsupported(options, scenario, four_layers)

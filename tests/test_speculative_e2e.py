@@ -3,7 +3,7 @@ without speculation, in one sweep (each engine starts once per entry); then vLLM
 
 import pytest
 
-from harness.writers import RESULT_COLUMNS
+from harness.measure.writers import RESULT_COLUMNS
 from tests.conftest import run_benchmark
 from tests.contract import rows
 

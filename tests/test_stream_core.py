@@ -7,12 +7,12 @@ import time
 import numpy as np
 import pytest
 
-from harness.arrivals import arrival_times
-from harness.console import print_summary
-from harness.metrics import max_in_flight, request_figures, slo_met, summarize_stream
-from harness.records import SLO
-from harness.stream import RequestTiming, StreamSpec, StreamTiming, Submitted, run_stream
-from harness.timing import BatchSpec
+from app.console import print_summary
+from harness.measure.metrics import max_in_flight, request_figures, slo_met, summarize_stream
+from harness.measure.records import SLO
+from harness.scenarios.arrivals import arrival_times
+from harness.scenarios.batch import BatchSpec
+from harness.scenarios.stream import RequestTiming, StreamSpec, StreamTiming, Submitted, run_stream
 
 SLO_2S = SLO(ttft_ms=2000, tpot_ms=200, percentile=99)
 

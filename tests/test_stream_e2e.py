@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from harness.writers import REQUEST_COLUMNS, RESULT_COLUMNS
+from harness.measure.writers import REQUEST_COLUMNS, RESULT_COLUMNS
 from tests.conftest import REPO, run_benchmark
 from tests.contract import MARKER, processes_with, remove_orphaned_shm, rows, run_marked, shm_segments
 

@@ -89,7 +89,7 @@ def test_training_reproduces_the_shipped_tokenizer(tmp_path):
 def test_preset_still_loads():
     from transformers import AutoConfig
 
-    from harness.models import preset_names
+    from harness.model.spec import preset_names
 
     config = AutoConfig.from_pretrained(str(PRESET), local_files_only=True)
     assert (config.vocab_size, config.bos_token_id, config.eos_token_id) == (32000, 1, 2)

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from harness.cli import main
+from app.cli import main
 from plots import make_report
 from tests.contract import assert_invariants, processes_with, rows, run_marked
 

@@ -13,12 +13,12 @@ import psutil
 import pytest
 
 from backends.vllm_engine import VLLMBackend, VLLMOptions
-from harness.arrivals import arrival_times
-from harness.config import ModelConfig
-from harness.models import resolve_model
-from harness.stream import StreamSpec
-from harness.sweep import SweepShape
-from harness.timing import BatchSpec
+from harness.config.sections import ModelConfig
+from harness.model.spec import resolve_model
+from harness.plan.points import SweepShape
+from harness.scenarios.arrivals import arrival_times
+from harness.scenarios.batch import BatchSpec
+from harness.scenarios.stream import StreamSpec
 
 BUDGET = 8
 LENGTHS = (5, 17, 33, 64, 9, 24, 48, 12, 40, 20, 56, 28)

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from harness import weights
-from harness.config import ModelConfig
-from harness.models import resolve_model
+from harness.config.sections import ModelConfig
+from harness.model import weights
+from harness.model.spec import resolve_model
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-import workloads
-from backends import REGISTRY
-from harness.cli import models_of
-from harness.config import load_config, model_sections
-from harness.sweep import plan_sweep
+from app.cli import models_of
+from backends.registry import BACKENDS
+from harness.config.sweep import load_config, model_sections
+from harness.plan.sweep import plan_sweep
+from workloads.registry import WORKLOADS
 
 YAMLS = sorted((Path(__file__).resolve().parent.parent / "yamls").glob("*.yaml"))
 
@@ -26,12 +26,12 @@ def needs_the_hub(model) -> bool:
 
 @pytest.mark.parametrize("path", YAMLS, ids=lambda p: p.name)
 def test_yaml_validates_and_plans(path):
-    config = load_config(path, [], REGISTRY, workloads.REGISTRY)
+    config = load_config(path, [], BACKENDS, WORKLOADS)
     sections = [model for _, model in model_sections(config)]
     if any(needs_the_hub(model) for model in sections):
         assert all(model.weights == "pretrained" for model in sections) and "hub" in path.read_text()
         return
-    plans = [plan for model, workload in models_of(config) for plan in plan_sweep(config, model, REGISTRY, workload)]
+    plans = [plan for model, workload in models_of(config) for plan in plan_sweep(config, model, BACKENDS, workload)]
     assert len(plans) == len(sections) * len(config.backends)
     workload = plans[0].workload
     if config.scenario == "batch":
@@ -45,12 +45,12 @@ def test_yaml_validates_and_plans(path):
 
 
 def test_70b_is_the_reference_sweep():
-    config = load_config(YAMLS[0].parent / "70b.yaml", [], REGISTRY, workloads.REGISTRY)
+    config = load_config(YAMLS[0].parent / "70b.yaml", [], BACKENDS, WORKLOADS)
     assert config.model.dtype == "bf16"
     assert min(config.batch_sizes) == 1 and max(config.batch_sizes) == 64
     assert config.input_lengths == [128, 512, 2048]
 
 
 def test_cpu_tiny_is_big_enough_to_be_a_demo():
-    config = load_config(YAMLS[0].parent / "cpu-tiny.yaml", [], REGISTRY, workloads.REGISTRY)
+    config = load_config(YAMLS[0].parent / "cpu-tiny.yaml", [], BACKENDS, WORKLOADS)
     assert len(config.batch_sizes) >= 3 and len(config.input_lengths) >= 2 and len(config.output_lengths) >= 2

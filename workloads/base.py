@@ -16,12 +16,14 @@ from typing import Any, ClassVar, Dict, List, Tuple
 
 import numpy as np
 
-from harness.arrivals import arrival_times
-from harness.config import SweepConfig, StreamConfig, opt
-from harness.models import ModelSpec
-from harness.stream import StreamSpec
-from harness.sweep import SweepPoint
-from harness.timing import BatchSpec, Sampling
+from harness.config.stream import StreamConfig
+from harness.config.sweep import SweepConfig
+from harness.fields import opt
+from harness.model.spec import ModelSpec
+from harness.plan.points import SweepPoint
+from harness.scenarios.arrivals import arrival_times
+from harness.scenarios.batch import BatchSpec, Sampling
+from harness.scenarios.stream import StreamSpec
 
 PHASES = {"warmup": 0, "timed": 1}
 

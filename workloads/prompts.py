@@ -15,10 +15,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from harness.config import SweepConfig, opt
+from harness.config.sweep import SweepConfig
 from harness.errors import UserError
-from harness.models import ModelSpec
-from harness.sweep import SweepPoint
+from harness.fields import opt
+from harness.model.spec import ModelSpec
+from harness.plan.points import SweepPoint
 from workloads.base import Workload, WorkloadOptions
 from workloads.prompt_file import PromptFile, PromptRecord, read_prompt_file
 from workloads.templates import check_template, render

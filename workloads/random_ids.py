@@ -13,10 +13,10 @@ from typing import Iterable, List, Tuple
 
 import numpy as np
 
-from harness.config import SweepConfig
+from harness.config.sweep import SweepConfig
 from harness.errors import UserError
-from harness.models import ModelSpec
-from harness.sweep import SweepPoint
+from harness.model.spec import ModelSpec
+from harness.plan.points import SweepPoint
 from workloads.base import PHASES, Workload, WorkloadOptions
 
 

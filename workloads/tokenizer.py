@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from harness.config import ModelConfig
+from harness.config.sections import ModelConfig
 from harness.errors import UserError
-from harness.models import PRESETS_DIR, ModelSpec
+from harness.model.spec import PRESETS_DIR, ModelSpec
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 

@@ -22,8 +22,16 @@ import pytest
 
 from tests.conftest import run_benchmark
 from tests.contract import MARKER
-from tests.gpu.smoke import (NO_CUDA, SMOKE_YAML, SWEEP_TIMEOUT_S, Sweep, cuda_device_count, gpu_counts, rehearsal,
-                             sweep_args)
+from tests.gpu.smoke import (
+    NO_CUDA,
+    SMOKE_YAML,
+    SWEEP_TIMEOUT_S,
+    Sweep,
+    cuda_device_count,
+    gpu_counts,
+    rehearsal,
+    sweep_args,
+)
 
 HERE = Path(__file__).resolve().parent
 

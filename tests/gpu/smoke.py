@@ -201,14 +201,14 @@ def check_token_crosscheck(sweep: Sweep) -> None:
 
 def peak_memory_reader(sweep: Sweep, label: str):
     """The counter the harness reads `peak_memory_bytes` from for this entry, as its backend class builds it."""
-    from backends import REGISTRY
-    from harness.config import ModelConfig
-    from harness.models import resolve_model
-    from harness.sweep import SweepShape
+    from backends.registry import BACKENDS
+    from harness.config.sections import ModelConfig
+    from harness.model.spec import resolve_model
+    from harness.plan.points import SweepShape
 
     entry = sweep.entry(label)
-    cls = REGISTRY.get(entry["options"]["name"], label)
-    options = REGISTRY.options(entry["options"], label)
+    cls = BACKENDS.get(entry["options"]["name"], label)
+    options = BACKENDS.options(entry["options"], label)
     model = resolve_model(ModelConfig(preset=sweep.model, dtype=sweep.dtype))
     return cls(options, model, SweepShape(8, 128, 32)).peak_memory
 
@@ -216,9 +216,9 @@ def peak_memory_reader(sweep: Sweep, label: str):
 def check_peak_memory_source_and_range(sweep: Sweep, label: str) -> None:
     """hf, accelerate and deepspeed: the CUDA allocator's high-water mark (deepspeed: rank 0's device only).
     vLLM holds its memory in its engine's processes, where this process's allocator sees nothing: NVML's memory
-    in use on its GPUs (harness/memory.py DeviceMemoryInUse). Either way: more than the bf16 weights on the devices
+    in use on its GPUs (harness/measure/peak_memory.py DeviceMemoryInUse). Either way: more than the bf16 weights on the devices
     read (rank 0's shard for deepspeed), less than those devices' total memory."""
-    from harness.memory import DeviceMemoryInUse, PeakMemory
+    from harness.measure.peak_memory import DeviceMemoryInUse, PeakMemory
 
     reader = peak_memory_reader(sweep, label)
     if label == "vllm":

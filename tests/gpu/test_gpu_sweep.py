@@ -7,9 +7,20 @@ per GPU count; the checks themselves are in smoke.py.
 
 import pytest
 
-from tests.gpu.smoke import (LABELS, SWEEP_TIMEOUT_S, check_energy_columns, check_peak_memory_source_and_range,
-                             check_placement, check_results_contract, check_same_architecture, check_sweep_ran,
-                             check_token_crosscheck, check_vllm_cuda_graphs, needs_cuda, nvml_energy_or_skip)
+from tests.gpu.smoke import (
+    LABELS,
+    SWEEP_TIMEOUT_S,
+    check_energy_columns,
+    check_peak_memory_source_and_range,
+    check_placement,
+    check_results_contract,
+    check_same_architecture,
+    check_sweep_ran,
+    check_token_crosscheck,
+    check_vllm_cuda_graphs,
+    needs_cuda,
+    nvml_energy_or_skip,
+)
 
 # The first test to ask for a GPU count's sweep waits for it to run: the timeout covers that fixture's set-up.
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(SWEEP_TIMEOUT_S + 300)]

@@ -1,0 +1,189 @@
+"""`python benchmark.py CONFIG.yaml [key=value ...]`: parse, then plan, run, launch remotely or collect.
+
+Exit codes: 0 every point ok, oom or skipped; 1 a point errored (results still written);
+2 bad config or command line (one `error:` line, no traceback); 130 interrupted (Ctrl-C),
+with every finished point kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from rich.console import Console
+
+from app.console import console, err_console, print_capacity, print_plan
+from app.session import SweepOptions, check_resumable, run_sweep
+from backends.registry import BACKENDS
+from harness.config import schema
+from harness.config.sweep import SweepConfig, load_config, model_sections, to_plain
+from harness.errors import UserError
+from harness.measure.writers import ResultsDir
+from harness.model.drafts import check_drafts
+from harness.model.hardware import Machine, planning_for
+from harness.model.spec import ModelSpec, resolve_models
+from harness.plan.capacity import plan_capacity
+from harness.plan.sweep import plan_sweep
+from workloads.base import Workload
+from workloads.registry import WORKLOADS, build_workload
+
+RESULTS_ROOT = Path(__file__).resolve().parent.parent / "results"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UserError(message)
+
+
+def parse_args(argv: List[str]) -> argparse.Namespace:
+    parser = _Parser(prog="benchmark.py", description="Sweep LLM inference latency and throughput from a YAML.")
+    parser.add_argument("config", nargs="?", help="sweep YAML, e.g. yamls/cpu-tiny.yaml")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="dotlist overrides, e.g. batch_sizes=[1,8] model.dtype=fp32 backends.0.device=cpu")
+    parser.add_argument("--output-dir", type=Path, help="results folder (default: results/<benchmark_name>-<time>/)")
+    parser.add_argument("--resume", action="store_true", help="continue a sweep in --output-dir, skipping done points")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan with memory estimates and exit")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the largest batch that fits per entry and lengths (by the estimate) and exit; with "
+                        "hardware.gpu=NAME hardware.num_gpus=N, on that machine instead of this one")
+    parser.add_argument("--no-plots", action="store_true", help="skip drawing charts at the end of the sweep")
+    parser.add_argument("--translate-only", action="store_true",
+                        help="llm-foundry inference-benchmark YAML: print its translation into this harness's YAML "
+                        "(mapping as comments) and exit")
+    parser.add_argument("--schema", nargs="?", const="", metavar="SECTION",
+                        help="print every config key (type, default, help) and exit; SECTION narrows it, e.g. model, "
+                        "stream, backends.vllm, backends (all of them), workload.prompts")
+    remote = parser.add_argument_group("MosaicML platform")
+    remote.add_argument("--mcli", action="append", type=Path, metavar="TEMPLATE",
+                        help="build a platform run from this compute template (repeatable); prints it unless --submit")
+    remote.add_argument("--submit", action="store_true", help="with --mcli: submit the runs")
+    remote.add_argument("--collect", nargs="+", metavar="RUN", help="rebuild results folders from runs' logs")
+    remote.add_argument("--emit-log-markers", action="store_true",
+                        help="print rows and files into the log between markers (what platform runs do)")
+    args = parser.parse_intermixed_args(argv)
+    _check_modes(args)
+    return args
+
+
+def _check_modes(args: argparse.Namespace) -> None:
+    if args.schema is not None:
+        if args.config or args.collect or args.mcli:
+            raise UserError("--schema: takes an optional SECTION only, no CONFIG, --collect or --mcli")
+        return
+    if args.collect and (args.config or args.mcli):
+        raise UserError("--collect: takes run names only, no CONFIG or --mcli")
+    if not args.collect and not args.config:
+        raise UserError("CONFIG: required, e.g. python benchmark.py yamls/cpu-tiny.yaml")
+    if args.submit and not args.mcli:
+        raise UserError("--submit: needs at least one --mcli TEMPLATE")
+    if args.resume and not args.output_dir:
+        raise UserError("--resume: needs --output-dir DIR, the folder of the sweep to continue")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parse_args(argv)
+        if args.schema is not None:
+            print(schema.render(schema.select(schema.sections(BACKENDS, WORKLOADS), args.schema)))
+            return 0
+        if args.collect:
+            return collect(args.collect, args.output_dir or RESULTS_ROOT)
+        from app import foundry  # llm-foundry's YAMLs run unchanged: translated first, then loaded as ours
+
+        translated = None
+        if args.translate_only or foundry.is_foundry_file(args.config):
+            translated = foundry.translate_for_cli(args.config, args.overrides, args.translate_only)
+            if translated is None:
+                return 0
+        config = load_config(args.config, args.overrides, BACKENDS, WORKLOADS, raw=translated)
+        models = models_of(config)
+        if args.mcli:
+            return launch_remote(config, models, args.mcli, args.submit)
+        machine = planned_machine_of(config) if (args.plan or args.dry_run) else None
+        if args.plan:
+            with planning_for(machine):
+                print_capacities(config, models, machine)
+            return 0
+        with planning_for(machine):
+            plans = [plan for model, workload in models
+                     for plan in plan_sweep(config, model, BACKENDS, workload)]
+        if args.dry_run:
+            print_plan(plans)
+            return 0
+        out = ResultsDir(args.output_dir or default_output_dir(config))
+        done = out.open(args.resume)
+        previous = out.read_manifest()
+        check_resumable(previous, config, out.path)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    options = SweepOptions(argv, plots=not args.no_plots)
+    if args.emit_log_markers:
+        from mosaic.logmarkers import LogMarkers
+
+        options.observer = LogMarkers()
+    return run_sweep(config, plans, out, done, previous, options)
+
+
+def models_of(config: SweepConfig) -> List[Tuple[ModelSpec, Workload]]:
+    """Each model of the sweep (`model`, or each of `models`) with its workload: a prompt file is tokenized by each
+    model's own tokenizer. Drafts are checked against each."""
+    pairs = []
+    for model in resolve_models(model_sections(config)):
+        check_drafts(config.backends, model)
+        pairs.append((model, build_workload(config, model)))
+    return pairs
+
+
+def print_capacities(config: SweepConfig, models: List[Tuple[ModelSpec, Workload]], machine: Optional[Machine],
+                     to: Console = console) -> None:
+    """`--plan`: one table per model."""
+    for model, workload in models:
+        capacity = plan_capacity(config, model, BACKENDS, workload)
+        print_capacity(capacity, machine, model.label if len(models) > 1 else None, to=to)
+
+
+def planned_machine_of(config: SweepConfig) -> Optional[Machine]:
+    """The machine `--plan` and `--dry-run` plan for: `hardware.gpu` x `hardware.num_gpus` (default 1), else None
+    (this one)."""
+    hardware = config.hardware
+    return Machine(hardware.gpu, hardware.num_gpus or 1) if hardware.gpu else None
+
+
+def default_output_dir(config: SweepConfig) -> Path:
+    return RESULTS_ROOT / f"{config.benchmark_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def launch_remote(config: SweepConfig, models: List[Tuple[ModelSpec, Workload]], templates: List[Path],
+                  submit: bool) -> int:
+    """One platform run per compute template; a dry run prints them (stdout: exactly what would be submitted) and,
+    on stderr, what fits each template's machine by the estimate (`--plan` for it)."""
+    import mosaic.runs as mosaic
+
+    runs = mosaic.build_run_configs(to_plain(config), templates)
+    if not submit:
+        print("---\n".join(mosaic.render_run_yaml(run) for run in runs), end="")
+        for template in templates:
+            found = mosaic.template_machine(template)
+            if found is not None:
+                machine = Machine(*found)
+                with planning_for(machine):
+                    print_capacities(config, models, machine, to=err_console)
+        return 0
+    names = mosaic.submit(runs)
+    for name in names:
+        console.print(f"submitted {name}: follow with `{mosaic.follow_command(name)}`")
+    console.print(f"When they finish: python benchmark.py --collect {' '.join(names)}")
+    return 0
+
+
+def collect(run_names: List[str], output_root: Path) -> int:
+    import mosaic.runs as mosaic
+
+    for folder in mosaic.collect(run_names, output_root):
+        console.print(f"{folder}/  (plot with: python -m plots {folder})")
+    return 0

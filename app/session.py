@@ -1,0 +1,301 @@
+"""One sweep, start to finish: manifest, one worker per backend entry, rows as they come, summary, charts.
+
+The parent process owns every file of the results folder; workers only send records back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+from app.console import SweepProgress, console, print_summary, print_time_budget, warn_unavailable
+from harness.config.speculative import baselines as spec_baselines
+from harness.config.sweep import SweepConfig, to_plain
+from harness.errors import UserError
+from harness.measure.crosscheck import TokenCrossCheck
+from harness.measure.explain import PointExplainer
+from harness.measure.manifest import build_manifest, hardware_label, now_iso, reproduce_command
+from harness.measure.records import PointResult, RunContext, point_key
+from harness.measure.spec_baseline import BaselineComparison
+from harness.measure.writers import ResultsDir, read_rows, result_row
+from harness.model.hardware import entry_peaks
+from harness.model.roofline import Shape
+from harness.model.spec import ModelSpec, architecture
+from harness.plan.points import EntryPlan
+from harness.run.launcher import WorkerRun
+from harness.run.runner import EntryRunner, RunEvents
+from harness.run.time_budget import process_age_s, sweep_budget
+from harness.run.worker import WorkerJob
+
+PEAKS_CACHE = "hardware_peaks.json"  # the CPU probe's figures, per dtype (harness/model/hardware.py)
+# Keys whose change makes earlier rows incomparable with new ones (the axes themselves, batch sizes, lengths, rates
+# and caps, may grow: new points are simply run).
+RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "stop", "num_warmup_batches", "seed",
+               "scenario", "stream.arrival", "stream.num_requests", "stream.num_warmup_requests", "stream.seed",
+               "stream.slo")
+
+
+class SweepObserver:
+    """Hooks a launcher adds to a sweep (a platform run prints rows into its log); the core knows no platform."""
+
+    def started(self, out: ResultsDir) -> None:
+        """The results folder exists and holds the manifest."""
+
+    def point_written(self) -> None:
+        """A point's rows were appended to the CSVs."""
+
+    def finished(self) -> None:
+        """The sweep ended: every file is complete."""
+
+
+@dataclasses.dataclass
+class SweepOptions:
+    argv: List[str]
+    plots: bool = True
+    observer: SweepObserver = dataclasses.field(default_factory=SweepObserver)
+
+
+def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:
+    """Refuse to mix rows measured under a different model, workload, sampling, seed or batch count into one folder."""
+    if not previous:
+        return
+    now = to_plain(config)
+    for key in RESUME_KEYS:
+        before, after = _lookup(previous["config"], key), _lookup(now, key)
+        if before != after:
+            raise UserError(f"--resume: {path} was measured with {key}={before!r}, this config has {after!r}; "
+                            "use a new --output-dir")
+    before, after = previous["config"].get("models"), now.get("models")
+    if before != after and not (before and after and all(model in after for model in before)):
+        raise UserError(f"--resume: {path} was measured with models={before!r}; this config changes or removes one "
+                        f"of them ({after!r}): models may be added on resume, never changed; else use a new "
+                        "--output-dir")
+
+
+def _lookup(config: dict, dotted: str):
+    for part in dotted.split("."):
+        config = config.get(part) if isinstance(config, dict) else None
+    return config
+
+
+def run_sweep(config: SweepConfig, plans: List[EntryPlan], out: ResultsDir, done: set, previous: dict,
+              options: SweepOptions) -> int:
+    """`plans` holds every (model, backend entry) pair, a model's entries together (harness/plan/sweep.py)."""
+    startup_s = process_age_s()
+    groups = model_groups(plans)
+    manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(groups[0][0]),
+                              [_entry_info(p) for p in plans])
+    if len(groups) > 1:  # what is said of one model is said in its own section
+        manifest["models"] = [_model_info(model) for model, _ in groups]
+        del manifest["model"]
+    baselines = spec_baselines([p.options for p in groups[0][1]])  # the same entries for every model
+    comparison = BaselineComparison(baselines, read_rows(out.results_csv))
+    started = time.monotonic()
+    crosschecks, explainers = model_annotators(groups, manifest, config, out, done, baselines)
+    peaks_s = time.monotonic() - started
+    if baselines:
+        manifest["speculative_baselines"] = {k: v or "none: no entry of the same engine and options without "
+                                             "speculative" for k, v in baselines.items()}
+    if previous:
+        manifest["previous_runs"] = previous.pop("previous_runs", []) + [previous]
+    config_yaml = out.write_config(to_plain(config))
+    manifest["reproduce"] = reproduce_command(manifest["git_commit"], config_yaml)
+    if str(manifest["git_commit"]).endswith("-dirty"):
+        manifest["reproduce_note"] = "the working tree had uncommitted changes: the commit alone does not rerun it"
+    out.write_manifest(manifest)
+    options.observer.started(out)
+    warn_unavailable(plans)
+    statuses, interrupted = [], False
+    todo = sum(point_key(p.model.label, p.label, pp.point) not in done for p in plans for pp in p.points)
+    with SweepProgress(todo, several_models=len(groups) > 1) as progress:
+        def emit(result: PointResult) -> None:
+            crosschecks[result.context.model].annotate(result)
+            row = result_row(result)
+            comparison.annotate(result, row.get("tpot_ms_mean"))
+            explainers[result.context.model].annotate(result, row)
+            out.write_point(result)
+            statuses.append(result.status)
+            progress.point_done(result_row(result))
+            options.observer.point_written()
+
+        try:
+            run_entries(plans, manifest, config, done, emit, out)
+        except KeyboardInterrupt:
+            interrupted = True
+    manifest.update(end_time=now_iso(), interrupted=interrupted)
+    out.write_manifest(manifest)
+    charts_s = _summarize(out, options)
+    budgets = [entry["runtime"]["time_budget_s"] for entry in manifest["backends"]
+               if "time_budget_s" in entry.get("runtime", {})]
+    manifest["time_budget_s"] = sweep_budget(budgets, startup_s, peaks_s, charts_s, process_age_s())
+    out.write_manifest(manifest)
+    print_time_budget(manifest)
+    options.observer.finished()
+    if config.output.upload_uri:
+        upload(out.path, config.output.upload_uri)
+    if interrupted:
+        console.print("Interrupted: finished points are saved; rerun with --resume --output-dir to complete.")
+        return 130
+    return 1 if "error" in statuses else 0
+
+
+def model_groups(plans: List[EntryPlan]) -> List[Tuple[ModelSpec, List[EntryPlan]]]:
+    """The plans of each model, in the sweep's order."""
+    groups: Dict[str, Tuple[ModelSpec, List[EntryPlan]]] = {}
+    for plan in plans:
+        groups.setdefault(plan.model.label, (plan.model, []))[1].append(plan)
+    return list(groups.values())
+
+
+def model_annotators(groups: List[Tuple[ModelSpec, List[EntryPlan]]], manifest: dict, config: SweepConfig,
+                     out: ResultsDir, done: set, baselines: Dict[str, Optional[str]]
+                     ) -> Tuple[Dict[str, TokenCrossCheck], Dict[str, PointExplainer]]:
+    """Per model label: its token cross-check and its roofline explainer, each said in the manifest with the
+    model's workload (at the top level, or in the model's own section of `models` when there are several)."""
+    crosschecks, explainers = {}, {}
+    gpus = [g["name"] for g in manifest["hardware"]["gpus"]]
+    for (model, group), facts in zip(groups, manifest.get("models", [manifest])):
+        workload = group[0].workload  # one per model, shared by its entries
+        crosscheck = TokenCrossCheck(group, model.weights, out.path / "tokens.jsonl", workload.sampling.greedy,
+                                     baselines)
+        explainers[model.label], peaks = point_explainer(group, config, model, out, done, gpus)
+        if peaks:
+            facts["hardware_peaks"] = peaks
+        crosschecks[model.label] = crosscheck
+        facts["workload"] = workload.manifest()
+        facts["token_crosscheck"] = crosscheck.describe()
+    return crosschecks, explainers
+
+
+def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpec, out: ResultsDir, done: set,
+                    gpus: List[str]) -> Tuple[PointExplainer, dict]:
+    """Each of `model`'s entries' peaks (harness/model/hardware.py), and how they are described in the manifest
+    (`hardware_peaks`): datasheet figures for a GPU, the probe's for a CPU (run only when a CPU entry has batch
+    points left to run; cached in the results folder). Stream points are held against a price only (their batch
+    varies), so a stream sweep needs no peaks."""
+    peaks, devices, described = {}, {}, {}
+    for plan in plans:
+        if config.scenario != "batch" or all(pp.skip_reason or point_key(model.label, plan.label, pp.point) in done
+                                             for pp in plan.points):
+            continue
+        device, dtype = plan.placement.device, run_context(config, model, plan).dtype
+        peaks[plan.label] = entry_peaks(device, dtype, config.hardware, gpus, out.path / PEAKS_CACHE)
+        devices[plan.label] = plan.placement.num_devices if device == "cuda" else 1
+        found = peaks[plan.label]
+        described[plan.label] = ({**dataclasses.asdict(found), "devices": devices[plan.label], "dtype": dtype}
+                                 if found else "unknown: this GPU is not in harness/peaks.yaml; set hardware.gpu or "
+                                 "hardware.peak_memory_bandwidth_gbps and hardware.peak_tflops")
+    return PointExplainer(Shape.of(model), peaks, devices, config.hardware.cost_per_hour), described
+
+
+def _summarize(out: ResultsDir, options: SweepOptions) -> float:
+    """The summary tables and the charts; returns the seconds the charts took."""
+    print_summary(read_rows(out.results_csv))
+    console.print(f"Results in {out.path}/ (results.csv, samples.csv, manifest.json)")
+    started = time.monotonic()
+    if options.plots:
+        draw_charts(out.path)
+    return time.monotonic() - started
+
+
+def upload(folder: Path, uri: str) -> None:
+    """Copy the results folder to object storage; a failure warns and leaves the local results as they are."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(uri)
+    target = f"{root.rstrip('/')}/{folder.name}"
+    try:
+        fs.put(str(folder), target, recursive=True)
+    except Exception as e:  # any storage error: the local folder is the record, the copy is a convenience
+        console.print(f"warning: upload to {uri} failed ({type(e).__name__}: {e}); results are in {folder}",
+                      style="yellow")
+        return
+    console.print(f"Copied to {fs.unstrip_protocol(target)}")
+
+
+def draw_charts(folder: Path) -> None:
+    """Charts and report.md into the results folder; a sweep with nothing to plot only warns."""
+    from plots import PlotError, make_report  # matplotlib costs a second: only when drawing
+
+    try:
+        report = make_report([folder], folder / "plots")
+    except PlotError as e:
+        console.print(f"warning: no charts: {e}", style="yellow")
+        return
+    console.print(f"Charts and report in {report.parent}/ (open {report.name})")
+
+
+def run_entries(plans: List[EntryPlan], manifest: dict, config: SweepConfig, done: set,
+                emit: Callable[[PointResult], None], out: ResultsDir) -> None:
+    """Every entry in order, each one's runtime into the manifest as it ends; the worker still closing its engine
+    is ended here, whether the loop finished or not."""
+    closing: Optional[WorkerRun] = None  # the last worker, closing its engine while the next one starts
+    several = len(model_groups(plans)) > 1
+    try:
+        for plan, entry in zip(plans, manifest["backends"]):
+            log = out.path / "logs" / (f"{_file_name(plan.model.label)}/" if several else "") / f"{plan.label}.log"
+            entry["runtime"], closing = run_entry(plan, config, done, emit, log, closing)
+            out.write_manifest(manifest)
+    finally:
+        if closing is not None:
+            closing.end()
+
+
+def run_entry(plan: EntryPlan, config: SweepConfig, done: set, emit: Callable[[PointResult], None], log: Path,
+              previous: Optional[WorkerRun]) -> Tuple[dict, Optional[WorkerRun]]:
+    """In a worker process when there is something to run; in-process when every point is skipped anyway.
+
+    Returns the entry's runtime (its worker fills in the rest as it ends) and the worker still closing its engine,
+    if one is: `previous`, or this entry's. `previous` ends before this entry's engine loads.
+    """
+    model = plan.model
+    context = run_context(config, model, plan)
+    runnable = [pp for pp in plan.points if pp.skip_reason is None and context.key(pp.point) not in done]
+    if not runnable:
+        EntryRunner(plan, model, config, context, RunEvents(emit)).run(done)
+        return {}, previous
+    job = WorkerJob(plan, model, config, context, done)
+    worker = WorkerRun(job, emit, log, config.load_timeout_s, config.point_timeout_s)
+    try:
+        closing = worker.run(previous)
+    except BaseException:  # Ctrl-C: no worker outlives the sweep, and none runs on unrecorded
+        worker.end(abandon=True)
+        raise  # `previous`, if this worker failed before ending it, is ended by run_entries
+    if not closing:
+        worker.end()
+        return worker.runtime, None
+    return worker.runtime, worker
+
+
+def run_context(config: SweepConfig, model: ModelSpec, plan: EntryPlan) -> RunContext:
+    placement = plan.placement
+    dtype = getattr(plan.options, "dtype", None) or model.dtype  # an entry may override it (deepspeed)
+    return RunContext(config.benchmark_name, plan.label, model.label, dtype, hardware_label(placement.device),
+                      placement.num_devices, placement.tp_size)
+
+
+def _model_info(model: ModelSpec) -> dict:
+    return {"name": model.name, "label": model.label, "overrides": model.changes, "source": model.source,
+            "weights": model.weights, "dtype": model.dtype, "num_params": model.num_params,
+            "architecture": architecture(model.config), "config": _config_fields(model)}
+
+
+def _config_fields(model: ModelSpec) -> dict:
+    """The model's config as given: its config.json when planning read it directly (importing transformers here,
+    in the parent, would cost seconds for this alone), else transformers' fields that differ from its defaults."""
+    if model.built_hf_config is None:
+        return model.config.to_dict()
+    return model.hf_config.to_diff_dict()
+
+
+def _file_name(label: str) -> str:
+    """A model label as a folder name: `llama-2-7b (modified: 4 layers)` -> `llama-2-7b_modified_4_layers`."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "model"
+
+
+def _entry_info(plan: EntryPlan) -> dict:
+    return {"label": plan.label, "model": plan.model.label, "options": dataclasses.asdict(plan.options),
+            "placement": dataclasses.asdict(plan.placement), "memory_budget_bytes": plan.budget_bytes}

@@ -1,0 +1,13 @@
+"""Backend registry: names map to "module:Class" so heavy engines import only when chosen."""
+
+from __future__ import annotations
+
+from harness.config.registry import Registry
+
+BACKENDS = Registry("backend", {
+    "hf": "backends.hf:HFBackend",
+    "accelerate": "backends.accelerate_pp:AccelerateBackend",
+    "deepspeed": "backends.deepspeed_tp:DeepSpeedBackend",
+    "vllm": "backends.vllm_engine:VLLMBackend",
+    "openai": "backends.openai_server:OpenAIBackend",
+})

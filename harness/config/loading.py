@@ -1,0 +1,123 @@
+"""YAML -> typed dataclasses: read a mapping, apply `key=value` overrides, merge it into a structured schema.
+
+Every failure is one `UserError` naming the key path; OmegaConf's wording is rephrased as `expected <type>, got
+<value>`. The sweep config built on this is harness/config/sweep.py's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
+
+# The sections are re-exported: callers import every config class from here.
+from harness.config.sections import (  # noqa: F401
+    DTYPES,
+    WEIGHTS,
+    HardwareConfig,
+    ModelConfig,
+    OutputConfig,
+    SamplingConfig,
+    StopConfig,
+    validate_hardware,
+    validate_model,
+    validate_sampling,
+)
+from harness.errors import UserError
+
+if typing.TYPE_CHECKING:
+    pass
+
+
+def to_dataclass(schema: type, raw: Any, prefix: str = "") -> Any:
+    """Merge `raw` into the structured schema and return a dataclass instance, or raise UserError."""
+    if not isinstance(raw, dict):
+        raise UserError(f"{prefix or 'config'}: expected a mapping of keys, got {_show(raw)}")
+    for name, hint in typing.get_type_hints(schema).items():
+        if dataclasses.is_dataclass(hint) and name in raw and not isinstance(raw[name], dict):
+            # OmegaConf's merge error for this case carries no key path
+            raise UserError(f"{_join(prefix, name)}: expected a mapping of keys, got {_show(raw[name])}")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.create(raw))
+        return OmegaConf.to_object(merged)
+    except OmegaConfBaseException as e:
+        raise _translate(e, schema, prefix) from None
+
+
+def read_yaml_mapping(path: Path, kind: str = "config", contents: str = "keys at the top level") -> dict:
+    """A YAML file that must hold a mapping; every failure is one UserError line naming the file."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read {kind} ({e.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UserError(f"{path}: not valid YAML{where}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of {contents}, got {_show(data)}")
+    return data
+
+
+def apply_override(raw: dict, item: str) -> None:
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise UserError(f"override {item!r}: expected key=value, e.g. batch_sizes=[1,8]")
+    try:
+        value = yaml.safe_load(text) if text else ""
+    except yaml.YAMLError:
+        raise UserError(f"override {key}: cannot parse value {text!r}") from None
+    conf = OmegaConf.create(raw)
+    try:
+        OmegaConf.update(conf, key, value, merge=False)
+    except OmegaConfBaseException as e:
+        raise UserError(f"override {key}: {_first_line(e)}") from None
+    raw.clear()
+    raw.update(OmegaConf.to_container(conf))
+
+
+def _translate(e: OmegaConfBaseException, schema: type, prefix: str) -> UserError:
+    key = _join(prefix, str(e.full_key or ""))
+    if isinstance(e, ConfigKeyError):
+        owner = e.object_type if dataclasses.is_dataclass(e.object_type) else schema
+        allowed = ", ".join(f.name for f in dataclasses.fields(owner))
+        return UserError(f"{key}: unknown key (allowed: {allowed})")
+    if isinstance(e, MissingMandatoryValue):
+        return UserError(f"{key}: required, not set")
+    return UserError(f"{key}: {_type_message(e)}")
+
+
+def _type_message(e: OmegaConfBaseException) -> str:
+    """OmegaConf's wording, rephrased as `expected <type>, got <value>`."""
+    msg = _first_line(e)
+    converted = re.search(r"could not be converted to (\w+)", msg)
+    if converted:
+        expected = {"Integer": "an integer", "Float": "a number", "Boolean": "true or false",
+                    "String": "a string"}.get(converted.group(1), converted.group(1))
+        return f"expected {expected}, got {e.value!r}"
+    if "is not a valid bool" in msg:
+        return f"expected true or false, got {e.value!r}"
+    if "is not a ListConfig" in msg:
+        return f"expected a list, got {e.value!r}"
+    return msg
+
+
+def _join(prefix: str, key: str) -> str:
+    return ".".join(p for p in (prefix, key) if p)
+
+
+def _first_line(e: Exception) -> str:
+    msg = getattr(e, "msg", None) or str(e)
+    return msg.strip().splitlines()[0]
+
+
+def _show(value: Any) -> str:
+    return "nothing" if value is None else f"{type(value).__name__} {value!r}"

@@ -1,0 +1,116 @@
+"""The small sections of a sweep config (model, sampling, stop, output, hardware) and their value checks; the sweep
+itself, loading and cross-field checks are harness/config/sweep.py's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+from harness.errors import UserError
+from harness.fields import opt
+
+DTYPES = ("bf16", "fp16", "fp32")
+WEIGHTS = ("random", "pretrained")
+
+
+@dataclass
+class ModelConfig:
+    label: Optional[str] = opt(None, help="Name of this model in results (the `model` column); default: the preset or "
+                               "name_or_path, with its overrides. Unique within `models`.")
+    preset: Optional[str] = opt(None, help="Architecture shipped in harness/presets/, e.g. llama-2-70b.")
+    name_or_path: Optional[str] = opt(None, help="Local model folder or hub id, instead of a preset.")
+    weights: str = opt(
+        "random",
+        help="random: build from the architecture, nothing downloaded (timings do not depend on weight "
+        "values); pretrained: load the weights of name_or_path.",
+    )
+    dtype: str = opt("bf16", help="bf16 | fp16 | fp32.")
+    overrides: Dict[str, Any] = opt(factory=dict, help="Architecture fields to change, e.g. {num_hidden_layers: 2}.")
+    tokenizer: Optional[str] = opt(
+        None, help="Tokenizer folder or hub id for a prompt file; default: name_or_path, or the preset's own "
+        "tokenizer where it ships one (tiny-llama)."
+    )
+
+
+@dataclass
+class SamplingConfig:
+    """The same for every backend. The default is greedy: deterministic, and engines can be cross-checked."""
+
+    temperature: float = opt(0.0, help="0: greedy; above 0: sample from the softmax at this temperature.")
+    top_p: float = opt(1.0, help="Nucleus sampling: keep the smallest set of tokens holding this probability.")
+    top_k: int = opt(0, help="Keep only the k most likely tokens; 0: off.")
+    seed: int = opt(0, help="Per-request sampling seeds derive from it, so sampled runs repeat where engines allow.")
+
+
+@dataclass
+class HardwareConfig:
+    """What the numbers are held against (harness/model/hardware.py): peaks for MBU, MFU and the roofline, and a price."""
+
+    gpu: Optional[str] = opt(None, help="A GPU from harness/peaks.yaml (e.g. h100-sxm): its peaks, instead of "
+                             "matching the name the driver reports; and the machine --plan and --dry-run plan for.")
+    num_gpus: Optional[int] = opt(None, help="With gpu: how many the planned machine has (default 1).")
+    peak_memory_bandwidth_gbps: Optional[float] = opt(
+        None, help="Peak memory bandwidth of one device, GB/s; overrides the table (GPU) or the probe (CPU).")
+    peak_tflops: Optional[float] = opt(None, help="Peak dense TFLOP/s of one device in the sweep's dtype; overrides "
+                                       "the table or the probe.")
+    cost_per_hour: Optional[float] = opt(None, help="Price of one device for an hour (any currency): fills "
+                                         "cost_per_million_output_tokens.")
+
+
+@dataclass
+class StopConfig:
+    """`num_batches: auto`: time batches until the mean latency is known to within target_ci_pct."""
+
+    target_ci_pct: float = opt(2.0, help="Stop when the 95% interval's half-width is within this share (in %) of "
+                               "the mean latency.")
+    min_batches: int = opt(5, help="Timed batches before the interval is first looked at.")
+    max_batches: int = opt(50, help="Timed batches at most; a point stopped here is marked converged: false.")
+
+
+@dataclass
+class OutputConfig:
+    upload_uri: Optional[str] = opt(
+        None, help="fsspec URL (s3://bucket/prefix, gs://..., file:///...) the results folder is also copied "
+        "to when the sweep ends; needs that filesystem's package (s3fs, gcsfs, ...)."
+    )
+
+
+def validate_model(model: ModelConfig, key: str) -> None:
+    if model.dtype not in DTYPES:
+        raise UserError(f"{key}.dtype: {model.dtype!r} is not one of {', '.join(DTYPES)}")
+    if model.weights not in WEIGHTS:
+        raise UserError(f"{key}.weights: {model.weights!r} is not one of {', '.join(WEIGHTS)}")
+    if model.preset and model.name_or_path:
+        raise UserError(f"{key}: set {key}.preset or {key}.name_or_path, not both")
+    if not model.preset and not model.name_or_path:
+        raise UserError(f"{key}: missing; set {key}.preset (see harness/presets/) or {key}.name_or_path")
+    if model.weights == "pretrained" and not model.name_or_path:
+        raise UserError(f"{key}.weights: 'pretrained' needs {key}.name_or_path (presets have no weights)")
+    if model.label is not None and not model.label.strip():
+        raise UserError(f"{key}.label: must not be empty; leave it out for the preset or name_or_path")
+
+
+def validate_sampling(sampling: SamplingConfig) -> None:
+    if sampling.temperature < 0:
+        raise UserError(f"sampling.temperature: must be 0 (greedy) or more, got {sampling.temperature}")
+    if not 0 < sampling.top_p <= 1:
+        raise UserError(f"sampling.top_p: must be in (0, 1], got {sampling.top_p}")
+    if sampling.top_k < 0:
+        raise UserError(f"sampling.top_k: must be 0 (off) or more, got {sampling.top_k}")
+
+
+def validate_hardware(hardware: HardwareConfig) -> None:
+    from harness.config.gpus import gpu_table
+
+    if hardware.gpu is not None and hardware.gpu not in gpu_table():
+        raise UserError(f"hardware.gpu: {hardware.gpu!r} is not in harness/peaks.yaml (known: "
+                        f"{', '.join(gpu_table())})")
+    if hardware.num_gpus is not None:
+        if hardware.gpu is None:
+            raise UserError("hardware.num_gpus: needs hardware.gpu, the GPU the planned machine has")
+        if hardware.num_gpus < 1:
+            raise UserError(f"hardware.num_gpus: must be at least 1, got {hardware.num_gpus}")
+    for key in ("peak_memory_bandwidth_gbps", "peak_tflops", "cost_per_hour"):
+        value = getattr(hardware, key)
+        if value is not None and value <= 0:
+            raise UserError(f"hardware.{key}: must be more than 0, got {value}")

@@ -1,0 +1,90 @@
+"""Do engines generate the same tokens? Each point's greedy tokens vs a reference entry's (`TokenCrossCheck`).
+
+Only meaningful where weights are identical: pretrained weights, or random weights built by
+harness/model/weights.py in both backends, or one engine with and without speculation. Random weights make
+near-ties between logits, so this is reported as a share, not required to be 1.0. The reference tokens
+are kept in tokens.jsonl so a resumed sweep still compares against them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Dict, Optional, Sequence, Tuple
+
+from harness.measure.records import PointResult, point_key
+from harness.plan.points import EntryPlan
+
+Tokens = Sequence[Sequence[int]]
+
+
+def identical_share(a: Tokens, b: Tokens) -> Optional[float]:
+    """Share of positions where both batches hold the same token; None if the shapes differ."""
+    if len(a) != len(b) or any(len(x) != len(y) for x, y in zip(a, b)):
+        return None
+    total = sum(len(x) for x in a)
+    same = sum(p == q for x, y in zip(a, b) for p, q in zip(x, y))
+    return same / total if total else None
+
+
+class TokenCrossCheck:
+    """Each entry is compared with one reference entry at each point.
+
+    A speculative entry's reference is its baseline (harness/config/speculative.py: the same engine and options without
+    speculation), which holds the same weights by construction: greedy speculative decoding promises unchanged
+    tokens, and this checks it. Any other entry's reference is the sweep's first entry without speculation,
+    where both hold the same weights (pretrained, or random weights from harness/model/weights.py). References run
+    first (`plan_sweep` orders the entries so).
+    """
+
+    def __init__(self, plans: Sequence[EntryPlan], model_weights: str, path: Path, greedy: bool,
+                 baselines: Dict[str, Optional[str]]):
+        plain = [p for p in plans if p.options.speculative is None]
+        self.reference = (plain or list(plans))[0].label
+        # Sampled tokens differ between engines by design (each has its own generator): nothing to compare.
+        self.greedy = greedy
+        same_weights = {p.label for p in plans if model_weights == "pretrained" or p.backend_cls.harness_random_weights}
+        self.references: Dict[str, str] = {}
+        for p in plans if greedy else ():
+            if p.options.speculative is not None:
+                if baselines.get(p.label):
+                    self.references[p.label] = baselines[p.label]
+            elif p.label != self.reference and {p.label, self.reference} <= same_weights:
+                self.references[p.label] = self.reference
+        self.path = path
+        self.tokens: Dict[Tuple, Tokens] = self._load()
+
+    def describe(self) -> str:
+        """Why `tokens_identical_share` is filled or left empty, for the manifest."""
+        if not self.greedy:
+            return "off: sampling.temperature > 0, so engines draw different tokens by design"
+        if not self.references:
+            return f"off: no other entry holds the same weights as {self.reference}"
+        pairs = sorted(self.references.items())
+        return "tokens compared (same weights, greedy): " + ", ".join(f"{a} with {b}" for a, b in pairs)
+
+    def annotate(self, result: PointResult) -> None:
+        """Record a reference's tokens, and fill `tokens_identical_share` of an entry that has a reference."""
+        label = result.context.backend
+        if result.token_ids is None or not self.greedy:
+            return
+        if label == self.reference or label in self.references.values():  # kept for entries added on --resume too
+            self._save(result.key, result.token_ids)
+        if label in self.references:
+            reference = self.tokens.get(point_key(result.context.model, self.references[label], result.point))
+            if reference is not None:
+                result.tokens_identical_share = identical_share(reference, result.token_ids)
+
+    def _load(self) -> Dict[Tuple, Tokens]:
+        if not self.path.exists():
+            return {}
+        rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        return {tuple(r["key"]): r["token_ids"] for r in rows}
+
+    def _save(self, key: Tuple, token_ids: Tokens) -> None:
+        self.tokens[key] = token_ids
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"key": list(key), "token_ids": [list(t) for t in token_ids]}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())

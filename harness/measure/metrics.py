@@ -1,0 +1,209 @@
+"""Pure functions from timed-batch samples to the per-point numbers of results.csv (docs/measurement.md).
+
+Token counts come from what each batch held and what the engine produced, never from the sweep's
+lengths, so a prompt file's mixed lengths and sequences stopped by EOS are counted as they were.
+Throughputs are total tokens over total time, not a mean of per-batch rates, which would over-weight
+fast batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from harness.measure import stats
+from harness.measure.records import SLO, BatchSample
+from harness.scenarios.batch import SpecCounts
+from harness.scenarios.stream import RequestTiming, StreamTiming
+
+STATS = ("mean", "p50", "p90", "p99", "std")
+REQUEST_STATS = ("mean", "p50", "p90", "p99")
+REQUEST_METRICS = ("request_ttft_ms", "request_tpot_ms", "request_latency_ms")
+
+
+def describe(values: Sequence[float], name: str, stats: Sequence[str] = STATS) -> Dict[str, Optional[float]]:
+    """`{name}_mean`, `_p50`, `_p90`, `_p99`, `_std` (sample std; 0 for one value); all None when empty."""
+    if not len(values):
+        return {f"{name}_{s}": None for s in stats}
+    a = np.asarray(values, dtype=float)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    every = {"mean": float(a.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99),
+             "std": float(a.std(ddof=1)) if len(a) > 1 else 0.0}
+    return {f"{name}_{s}": every[s] for s in stats}
+
+
+def summarize(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
+    """Every metric column of one point; TPOT columns are empty when no sequence got past its first token."""
+    latencies = [s.latency_ms for s in samples]
+    ttfts = [s.ttft_ms for s in samples]
+    tpots = [s.tpot_ms for s in samples if s.tpot_ms is not None]
+    out = {**describe(latencies, "latency_ms"), **describe(ttfts, "ttft_ms"), **describe(tpots, "tpot_ms")}
+    out.update(token_counts(samples))
+    out.update(rates(samples))
+    out.update(uncertainty(samples, latencies, ttfts, tpots))
+    out.update(request_metrics(samples))
+    out.update(spec_figures([s.spec for s in samples if s.spec is not None]))
+    out.update(energy_figures(samples))
+    return out
+
+
+CI_METRICS = ("latency_ms", "ttft_ms", "tpot_ms", "throughput_tokens_per_s")
+CI_COLUMNS = [f"{m}_ci95_{end}" for m in CI_METRICS for end in ("low", "high")] + ["latency_ms_cv"]
+
+
+def uncertainty(samples: List[BatchSample], latencies: List[float], ttfts: List[float],
+                tpots: List[float]) -> Dict[str, Optional[float]]:
+    """95% intervals over the timed batches (harness/measure/stats.py): Student's t for the mean latency, TTFT and TPOT;
+    the ratio estimator's for throughput, a ratio of totals. Empty below two batches."""
+    intervals = {"latency_ms": stats.mean_interval(latencies), "ttft_ms": stats.mean_interval(ttfts),
+                 "tpot_ms": stats.mean_interval(tpots),
+                 "throughput_tokens_per_s": stats.ratio_interval([sum(s.output_tokens) for s in samples],
+                                                                 [s.latency_ms / 1e3 for s in samples])}
+    out: Dict[str, Optional[float]] = {"latency_ms_cv": stats.cv(latencies)}
+    for name, interval in intervals.items():
+        out[f"{name}_ci95_low"] = interval.low if interval else None
+        out[f"{name}_ci95_high"] = interval.high if interval else None
+    return out
+
+
+def energy_figures(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
+    """Joules per output token and mean power over the timed batches, where every batch's energy was read."""
+    if not samples or any(s.energy_j is None for s in samples):
+        return {"energy_j_per_output_token": None, "avg_power_w": None}
+    joules = sum(s.energy_j for s in samples)
+    return {"energy_j_per_output_token": joules / sum(sum(s.output_tokens) for s in samples),
+            "avg_power_w": joules / (sum(s.latency_ms for s in samples) / 1e3)}
+
+
+SPEC_FIGURES = ("draft_steps", "draft_tokens_proposed", "draft_tokens_accepted", "acceptance_rate",
+                "mean_accepted_length")
+
+
+def spec_figures(counts: Sequence[SpecCounts]) -> Dict[str, Optional[float]]:
+    """Speculative decoding over the timed batches or requests: totals, then acceptance = accepted / proposed and
+    the mean accepted length = tokens a verifying pass emits (its accepted tokens + the target's own) =
+    1 + accepted / draft steps. Nothing for an entry that does not speculate."""
+    if not counts:
+        return {}
+    total = sum(counts, SpecCounts())
+    return {
+        "draft_steps": total.draft_steps, "draft_tokens_proposed": total.proposed,
+        "draft_tokens_accepted": total.accepted,
+        "acceptance_rate": total.accepted / total.proposed if total.proposed else None,
+        "mean_accepted_length": 1 + total.accepted / total.draft_steps if total.draft_steps else None,
+    }
+
+
+def token_counts(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
+    return token_counts_of([n for s in samples for n in s.input_tokens], [n for s in samples for n in s.output_tokens])
+
+
+def token_counts_of(inputs: Sequence[int], outputs: Sequence[int]) -> Dict[str, Optional[float]]:
+    return {"input_tokens_mean": float(np.mean(inputs)), "input_tokens_max": max(inputs),
+            "output_tokens_mean": float(np.mean(outputs))}
+
+
+def rates(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
+    """Real tokens (never padding) per second of the timed batches."""
+    def per_s(tokens: int, ms: float) -> Optional[float]:
+        return tokens / ms * 1e3 if ms > 0 else None
+
+    latency_ms = sum(s.latency_ms for s in samples)
+    longest = sum(max(s.output_tokens) for s in samples)  # the steps each batch ran
+    return {
+        "throughput_tokens_per_s": per_s(sum(sum(s.output_tokens) for s in samples), latency_ms),
+        "prefill_tokens_per_s": per_s(sum(sum(s.input_tokens) for s in samples), sum(s.ttft_ms for s in samples)),
+        "latency_per_output_token_ms": latency_ms / longest,
+    }
+
+
+def request_metrics(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
+    """Per-request figures as vLLM's serving benchmark defines them, pooled over every timed batch's requests."""
+    ttfts = [t for s in samples for t in (s.request_ttfts_ms or ())]
+    tpots = [t for s in samples for t in s.request_tpots_ms()]
+    latencies = [t for s in samples for t in (s.request_latencies_ms or ())]
+    out: Dict[str, Optional[float]] = {}
+    for name, values in zip(REQUEST_METRICS, (ttfts, tpots, latencies)):
+        out.update(describe(values, name, REQUEST_STATS))
+    return out
+
+
+# --- Request streams (docs/measurement.md, "Request streams") ---------------------------------------------
+
+# Over this p99 send slip the client, not the engine, limits the offered load (the summary warns).
+SLIP_WARN_MS = 5.0
+
+
+@dataclass(frozen=True)
+class RequestFigures:
+    """One request's latencies, every clock started at its scheduled arrival."""
+
+    ttft_ms: float
+    tpot_ms: Optional[float]  # None for a one-token request
+    e2e_ms: float
+    itl_ms: Tuple[float, ...]
+    send_slip_ms: float
+    client_wait_ms: float  # released, waiting for a concurrency slot (or a static batch) until sent
+    queue_ms: Optional[float]
+
+    def meets(self, slo: SLO) -> bool:
+        return self.ttft_ms <= slo.ttft_ms and (self.tpot_ms is None or self.tpot_ms <= slo.tpot_ms)
+
+
+def request_figures(r: RequestTiming) -> RequestFigures:
+    n = r.output_tokens
+    tpot = (r.last_token_s - r.first_token_s) * 1e3 / (n - 1) if n > 1 else None
+    return RequestFigures(
+        ttft_ms=(r.first_token_s - r.scheduled_s) * 1e3, tpot_ms=tpot, e2e_ms=(r.last_token_s - r.scheduled_s) * 1e3,
+        itl_ms=tuple(g * 1e3 for g in r.token_gaps_s), send_slip_ms=(r.dispatched_s - r.scheduled_s) * 1e3,
+        client_wait_ms=(r.sent_s - r.dispatched_s) * 1e3, queue_ms=None if r.queued_s is None else r.queued_s * 1e3,
+    )
+
+
+def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float]]:
+    """Every stream column of one point, over its timed requests (all of which completed: the runner checks).
+
+    The duration is the stream's start (the first request's scheduled arrival) to its last token, as in
+    vLLM's serving benchmark; rates and goodput are over it.
+    """
+    requests = timing.requests
+    figures = [request_figures(r) for r in requests]
+    duration_s = max(r.last_token_s for r in requests) - timing.start_s
+    met = sum(f.meets(slo) for f in figures)
+    out: Dict[str, Optional[float]] = {
+        "num_requests": len(requests),
+        "achieved_request_rate": len(requests) / duration_s,
+        "throughput_tokens_per_s": sum(r.output_tokens for r in requests) / duration_s,
+        "slo_attainment": met / len(requests),
+        "goodput": met / duration_s,
+        "max_concurrency_reached": max_in_flight(requests),
+        "duration_s": duration_s,
+    }
+    out.update(describe([f.ttft_ms for f in figures], "ttft_ms"))
+    out.update(describe([f.tpot_ms for f in figures if f.tpot_ms is not None], "tpot_ms"))
+    out.update(describe([g for f in figures for g in f.itl_ms], "itl_ms"))
+    out.update(describe([f.e2e_ms for f in figures], "e2e_ms"))
+    slips = [f.send_slip_ms for f in figures]
+    out["send_slip_ms_p50"], out["send_slip_ms_p99"] = (float(v) for v in np.percentile(slips, [50, 99]))
+    queues = [f.queue_ms for f in figures if f.queue_ms is not None]
+    out["queue_ms_mean"] = float(np.mean(queues)) if queues else None
+    out.update(token_counts_of([r.input_tokens for r in requests], [r.output_tokens for r in requests]))
+    out.update(spec_figures([timing.spec] if timing.spec is not None else []))
+    return out
+
+
+def max_in_flight(requests: Sequence[RequestTiming]) -> int:
+    """Most requests between reaching the engine (sent) and their last token at any instant."""
+    events = sorted([(r.sent_s, 1) for r in requests] + [(r.last_token_s, -1) for r in requests])
+    peak = current = 0
+    for _, step in events:  # at equal times an end (-1) sorts before a start: touching intervals don't overlap
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+def slo_met(attainment: float, slo: SLO) -> bool:
+    """A rate counts as sustained when at least the SLO's percentile of its requests met both targets."""
+    return attainment * 100 >= slo.percentile - 1e-9

@@ -1,0 +1,124 @@
+"""Plain records: one per timed batch (`BatchSample`) and one per point (`PointResult`).
+
+Metrics are computed from these by `harness.measure.metrics`; writers turn both into CSV rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from harness.plan.points import SweepPoint
+from harness.scenarios.batch import SpecCounts
+from harness.scenarios.stream import StreamTiming
+
+STATUSES = ("ok", "oom", "skipped", "error")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every row of a backend entry shares: which engine, model and hardware produced it."""
+
+    benchmark_name: str
+    backend: str
+    model: str
+    dtype: str
+    hardware: str
+    num_devices: int
+    tp_size: int
+
+    def key(self, point: SweepPoint) -> "PointKey":
+        """The identity of this entry's row at `point` (`point_key`)."""
+        return point_key(self.model, self.backend, point)
+
+
+@dataclass(frozen=True)
+class BatchSample:
+    """One timed batch: its batch-level times and, per sequence, tokens in and out and the engine's stamps."""
+
+    batch_index: int
+    latency_ms: float
+    ttft_ms: float
+    tpot_ms: Optional[float]
+    input_tokens: Tuple[int, ...]
+    output_tokens: Tuple[int, ...]
+    request_ttfts_ms: Optional[Tuple[float, ...]] = None
+    request_latencies_ms: Optional[Tuple[float, ...]] = None
+    spec: Optional[SpecCounts] = None  # an entry that speculates
+    energy_j: Optional[float] = None  # the entry's GPUs over the batch (harness/measure/energy.py), where NVML has it
+
+    @property
+    def min_output_tokens(self) -> int:
+        return min(self.output_tokens)
+
+    def request_tpots_ms(self) -> Tuple[float, ...]:
+        """Per sequence: (its last token - its first) / (its tokens - 1); sequences of one token have none."""
+        if self.request_ttfts_ms is None or self.request_latencies_ms is None:
+            return ()
+        return tuple((last - first) / (n - 1) for first, last, n in
+                     zip(self.request_ttfts_ms, self.request_latencies_ms, self.output_tokens) if n > 1)
+
+
+@dataclass(frozen=True)
+class SLO:
+    """The latency targets a stream point's requests are judged by (config `stream.slo`)."""
+
+    ttft_ms: float
+    tpot_ms: float
+    percentile: float
+
+
+@dataclass
+class PointResult:
+    context: RunContext
+    point: SweepPoint
+    status: str
+    error: str = ""
+    samples: List[BatchSample] = field(default_factory=list)  # scenario batch: the timed batches
+    stream: Optional[StreamTiming] = field(default=None, repr=False)  # scenario stream: the timed requests
+    slo: Optional[SLO] = None  # scenario stream
+    num_warmup_batches: int = 0  # or warm-up requests, in a stream
+    peak_memory_bytes: Optional[int] = None
+    load_time_s: Optional[float] = None
+    estimated_memory_bytes: Optional[int] = None
+    # The same counter as peak_memory_bytes before the engine loaded (the host's RSS holds the interpreter and
+    # libraries): the peak minus it is what the engine and the point added, what the estimate predicts.
+    memory_before_load_bytes: Optional[int] = None
+    engine_stats: Dict[str, object] = field(default_factory=dict)  # the engine's own figures, e.g. KV capacity
+    token_ids: Optional[Tuple[Tuple[int, ...], ...]] = field(default=None, repr=False)  # first timed batch
+    tokens_identical_share: Optional[float] = None  # vs the reference entry (crosscheck.py), same point
+    # request_rates: auto and batch_sizes: auto: "probe" for each rate or batch the search measured, "result"
+    # for the search's own row
+    search: str = ""
+    search_probes: str = ""  # the result row: every probe and how it went
+    max_rate_within_slo: Optional[float] = None  # a rate search's result: highest sustained rate (None: none met)
+    max_batch_size_found: Optional[int] = None  # a batch search's result: largest batch that ran (None: none)
+    spec_method: str = ""  # the entry's speculative.method, "" without speculation
+    spec_tokens: Optional[int] = None  # its num_speculative_tokens
+    spec_baseline: str = ""  # the entry without speculation it is compared with (speedup, tokens)
+    speedup_vs_baseline: Optional[float] = None  # the baseline's TPOT at this point / this entry's
+    explained: Dict[str, Optional[float]] = field(default_factory=dict)  # roofline.ROOFLINE_COLUMNS
+    converged: Optional[bool] = None  # num_batches: auto: the mean latency within stop.target_ci_pct
+    phase_s: Dict[str, float] = field(default_factory=dict, repr=False)  # warmup_s, timed_s: the time budget
+
+    def __post_init__(self):
+        assert self.status in STATUSES, self.status
+
+    @property
+    def key(self) -> PointKey:
+        """Identity of the row in results.csv, used by `--resume`."""
+        return self.context.key(self.point)
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.samples) or self.stream is not None
+
+
+PointKey = Tuple[str, str, str, str, Optional[int], int, int, Optional[float], Optional[int]]
+
+
+def point_key(model: str, backend: str, point: SweepPoint) -> PointKey:
+    """`model` is the model's label (the `model` column) and `backend` the entry's: a sweep over `models` runs
+    every entry once per model."""
+    return (model, backend, point.scenario, point.workload, point.batch_size, point.input_length, point.output_length,
+            point.request_rate, point.max_concurrency)

@@ -1,0 +1,37 @@
+"""Speculative entries against their baselines (the same engine without speculation): `speedup_vs_baseline` per
+point, filled as points finish (docs/measurement.md, "Speculative decoding").
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+from harness.measure.records import point_key
+
+
+class BaselineComparison:
+    """Fills `spec_baseline` and `speedup_vs_baseline` (the baseline's mean TPOT at the same point / the
+    speculative entry's) as points finish. Baselines run first (`plan_sweep`'s order); a resumed sweep finds the
+    baseline TPOTs of finished points in results.csv (`previous_rows`)."""
+
+    def __init__(self, baselines: Dict[str, Optional[str]], previous_rows: Sequence[Dict[str, str]]):
+        from harness.measure.writers import row_key
+
+        self.baselines = baselines
+        self.tpot_ms: Dict[tuple, float] = {}
+        wanted = set(baselines.values())
+        for row in previous_rows:
+            if row["backend"] in wanted and row["status"] == "ok" and row.get("tpot_ms_mean"):
+                self.tpot_ms[row_key(row)] = float(row["tpot_ms_mean"])
+
+    def annotate(self, result, tpot_ms: Optional[float]) -> None:
+        label = result.context.backend
+        if result.status == "ok" and tpot_ms and label in self.baselines.values():
+            self.tpot_ms[result.key] = tpot_ms
+        baseline = self.baselines.get(label)
+        if baseline is None:
+            return
+        result.spec_baseline = baseline
+        base_ms = self.tpot_ms.get(point_key(result.context.model, baseline, result.point))
+        if result.status == "ok" and tpot_ms and base_ms:
+            result.speedup_vs_baseline = base_ms / tpot_ms

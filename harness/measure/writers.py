@@ -1,0 +1,283 @@
+"""The results folder: results.csv (one row per point), samples.csv (one per timed batch), requests.csv (one
+per timed request of a stream), manifest.json.
+
+Rows are appended, flushed and fsynced as each point finishes, so a crash or `kill -9`
+loses at most the point in flight, and `--resume` knows exactly which points are done.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Dict, Iterable, List, Set
+
+from harness.errors import UserError
+from harness.measure.metrics import (
+    CI_COLUMNS,
+    REQUEST_METRICS,
+    REQUEST_STATS,
+    SPEC_FIGURES,
+    STATS,
+    request_figures,
+    summarize,
+    summarize_stream,
+)
+from harness.measure.records import PointKey, PointResult, point_key
+from harness.model.roofline import ROOFLINE_COLUMNS
+from harness.plan.points import SweepPoint
+
+CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size"]
+# For a prompt file, input_length is its prompts' mean length; the real counts are in TOKEN_COLUMNS.
+# A batch point has a batch_size; a stream point a request_rate (inf: burst) and max_concurrency (blank: no cap).
+POINT_COLUMNS = ["scenario", "workload", "batch_size", "input_length", "output_length", "request_rate",
+                 "max_concurrency"]
+TOKEN_COLUMNS = ["input_tokens_mean", "input_tokens_max", "output_tokens_mean"]
+# Figures only some engines report (blank elsewhere): vLLM's KV cache capacity and size; how a stream is batched.
+ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes", "batching"]
+# Stream points only (docs/measurement.md, "Request streams"); ttft_ms_* and tpot_ms_* are shared with batch
+# points, over requests instead of batches.
+STREAM_COLUMNS = (
+    ["num_requests", "num_warmup_requests", "achieved_request_rate", "duration_s"]
+    + [f"{m}_{s}" for m in ("itl_ms", "e2e_ms") for s in STATS]
+    + ["slo_ttft_ms", "slo_tpot_ms", "slo_percentile", "slo_attainment", "goodput", "max_concurrency_reached",
+       "send_slip_ms_p50", "send_slip_ms_p99", "queue_ms_mean"]
+)
+# request_rates: auto and batch_sizes: auto: each probe is a row of its own marked "probe"; the search's own row,
+# "result", holds its answer and the probes in order; max_batch is "true" on the row of the largest batch that ran.
+SEARCH_COLUMNS = ["search", "search_probes", "max_rate_within_slo", "max_batch_size_found", "max_batch"]
+# Entries with a `speculative` section (docs/measurement.md, "Speculative decoding"): the method, the engine's
+# counters, and the comparison with spec_baseline, the same engine without speculation.
+SPEC_COLUMNS = ["spec_method", "spec_tokens", *SPEC_FIGURES, "spec_baseline", "speedup_vs_baseline"]
+# Share of greedy tokens identical to the reference's at the same point: a speculative entry's spec_baseline, any
+# other entry the sweep's first entry without speculation (same weights only; harness/measure/crosscheck.py).
+CROSSCHECK_COLUMNS = ["tokens_identical_share"]
+RESULT_COLUMNS = (
+    CONTEXT_COLUMNS + POINT_COLUMNS + ["num_batches", "num_warmup_batches", "status", "error"]
+    + [f"{m}_{s}" for m in ("latency_ms", "ttft_ms", "tpot_ms") for s in STATS]
+    + ["throughput_tokens_per_s", "prefill_tokens_per_s", "latency_per_output_token_ms"]
+    # Uncertainty over the timed batches (docs/measurement.md, "Uncertainty"); converged: num_batches: auto only.
+    + CI_COLUMNS + ["converged"] + TOKEN_COLUMNS
+    + [f"{m}_{s}" for m in REQUEST_METRICS for s in REQUEST_STATS]
+    + ["peak_memory_bytes", "memory_before_load_bytes", "estimated_memory_bytes", "load_time_s"]
+    + STREAM_COLUMNS + SEARCH_COLUMNS + ENGINE_COLUMNS + SPEC_COLUMNS + CROSSCHECK_COLUMNS
+    # What the numbers mean (docs/measurement.md): the entry's peaks, MBU, MFU, the roofline, the price per token,
+    # and the energy NVML measured on the entry's GPUs.
+    + ROOFLINE_COLUMNS + ["energy_j_per_output_token", "avg_power_w"]
+)
+SAMPLE_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + ["batch_index", "latency_ms", "ttft_ms", "tpot_ms",
+                                                    "input_tokens", "output_tokens", "min_output_tokens",
+                                                    "draft_steps", "draft_tokens_proposed", "draft_tokens_accepted",
+                                                    "energy_j"]
+# Times are seconds from the stream's start; latencies start at the request's scheduled arrival.
+REQUEST_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + [
+    "request_index", "scheduled_s", "dispatched_s", "sent_s", "first_token_s", "last_token_s", "input_tokens",
+    "output_tokens", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms_mean", "itl_ms_max", "send_slip_ms", "client_wait_ms",
+    "queue_ms", "met_slo",
+]
+
+
+def result_row(result: PointResult) -> Dict[str, object]:
+    row = _keys(result)
+    row.update(status=result.status, error=result.error, peak_memory_bytes=result.peak_memory_bytes,
+               estimated_memory_bytes=result.estimated_memory_bytes, load_time_s=result.load_time_s,
+               memory_before_load_bytes=result.memory_before_load_bytes if result.measured else None,
+               tokens_identical_share=result.tokens_identical_share, spec_method=result.spec_method,
+               spec_tokens=result.spec_tokens, spec_baseline=result.spec_baseline,
+               speedup_vs_baseline=result.speedup_vs_baseline, search=result.search,
+               search_probes=result.search_probes)
+    if result.point.scenario == "batch":
+        row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches,
+                   max_batch_size_found=result.max_batch_size_found,
+                   converged=None if result.converged is None else str(result.converged).lower())
+    else:
+        slo = result.slo
+        row.update(num_warmup_requests=result.num_warmup_batches, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms,
+                   slo_percentile=slo.percentile, max_rate_within_slo=result.max_rate_within_slo)
+    row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_COLUMNS})
+    if result.samples:
+        row.update(summarize(result.samples))
+    if result.stream is not None:
+        row.update(summarize_stream(result.stream, result.slo))
+    row.update(result.explained)
+    return row
+
+
+def request_rows(result: PointResult) -> List[Dict[str, object]]:
+    if result.stream is None:
+        return []
+    t0, rows = result.stream.start_s, []
+    for r in result.stream.requests:
+        f = request_figures(r)
+        rows.append({
+            **_keys(result), "request_index": r.index, "scheduled_s": r.scheduled_s - t0,
+            "dispatched_s": r.dispatched_s - t0, "sent_s": r.sent_s - t0, "first_token_s": r.first_token_s - t0,
+            "last_token_s": r.last_token_s - t0, "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
+            "ttft_ms": f.ttft_ms, "tpot_ms": f.tpot_ms, "e2e_ms": f.e2e_ms,
+            "itl_ms_mean": sum(f.itl_ms) / len(f.itl_ms) if f.itl_ms else None,
+            "itl_ms_max": max(f.itl_ms) if f.itl_ms else None, "send_slip_ms": f.send_slip_ms,
+            "client_wait_ms": f.client_wait_ms, "queue_ms": f.queue_ms, "met_slo": int(f.meets(result.slo)),
+        })
+    return rows
+
+
+def sample_rows(result: PointResult) -> List[Dict[str, object]]:
+    return [
+        {**_keys(result), "batch_index": s.batch_index, "latency_ms": s.latency_ms, "ttft_ms": s.ttft_ms,
+         "tpot_ms": s.tpot_ms, "input_tokens": sum(s.input_tokens), "output_tokens": sum(s.output_tokens),
+         "min_output_tokens": s.min_output_tokens, "energy_j": s.energy_j,
+         **({"draft_steps": s.spec.draft_steps, "draft_tokens_proposed": s.spec.proposed,
+             "draft_tokens_accepted": s.spec.accepted} if s.spec is not None else {})}
+        for s in result.samples
+    ]
+
+
+def _keys(result: PointResult) -> Dict[str, object]:
+    c, p = result.context, result.point
+    return {"benchmark_name": c.benchmark_name, "backend": c.backend, "model": c.model, "dtype": c.dtype,
+            "hardware": c.hardware, "num_devices": c.num_devices, "tp_size": c.tp_size, "scenario": p.scenario,
+            "workload": p.workload, "batch_size": p.batch_size, "input_length": p.input_length,
+            "output_length": p.output_length, "request_rate": p.request_rate, "max_concurrency": p.max_concurrency}
+
+
+class ResultsDir:
+    """One sweep's output folder. Refuses to overwrite results unless resuming."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.results_csv = self.path / "results.csv"
+        self.samples_csv = self.path / "samples.csv"
+        self.requests_csv = self.path / "requests.csv"
+        self.manifest_json = self.path / "manifest.json"
+
+    def has_results(self) -> bool:
+        return any(p.exists() for p in (self.results_csv, self.samples_csv, self.requests_csv))
+
+    def open(self, resume: bool) -> Set[PointKey]:
+        """Create the folder, or check it may be continued; returns the keys of points already done."""
+        if self.has_results() and not resume:
+            raise UserError(
+                f"--output-dir: {self.path} already holds results; pass --resume to continue that sweep "
+                "or choose another folder"
+            )
+        self.path.mkdir(parents=True, exist_ok=True)
+        for path, columns in self._files():
+            if _header(path) not in (None, columns):
+                raise UserError(f"--resume: {path} has other columns than this version writes; start a new folder")
+        done = self._drop_unfinished_searches()
+        self._drop_orphan_samples(done)
+        return done
+
+    def write_point(self, result: PointResult) -> None:
+        # Samples and requests first: a crash between the writes leaves orphan rows, which `open` drops,
+        # never a result row without its samples.
+        _append(self.samples_csv, SAMPLE_COLUMNS, sample_rows(result))
+        requests = request_rows(result)
+        if requests:  # a sweep without streams has no requests.csv
+            _append(self.requests_csv, REQUEST_COLUMNS, requests)
+        if result.max_batch_size_found is None:
+            _append(self.results_csv, RESULT_COLUMNS, [result_row(result)])
+            return
+        # A batch search's answer: its row and the mark on the largest batch's row land in one atomic rewrite.
+        rows = read_rows(self.results_csv)
+        winner = row_key({**result_row(result), "batch_size": result.max_batch_size_found})
+        for row in rows:
+            if row.get("search") == "probe" and row["status"] == "ok" and row_key(row) == winner:
+                row["max_batch"] = "true"
+        _rewrite(self.results_csv, RESULT_COLUMNS, rows + [result_row(result)])
+
+    def _files(self):
+        return ((self.results_csv, RESULT_COLUMNS), (self.samples_csv, SAMPLE_COLUMNS),
+                (self.requests_csv, REQUEST_COLUMNS))
+
+    def write_manifest(self, manifest: dict) -> None:
+        tmp = self.manifest_json.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        os.replace(tmp, self.manifest_json)
+
+    def write_config(self, config: dict) -> Path:
+        """The resolved config (every default and override in place) as config.yaml: what `reproduce` reruns."""
+        import yaml
+
+        path = self.path / "config.yaml"
+        path.write_text("# Written by benchmark.py: the resolved config of this sweep (manifest.json: reproduce).\n"
+                        + yaml.safe_dump(config, sort_keys=False))
+        return path
+
+    def read_manifest(self) -> dict:
+        return json.loads(self.manifest_json.read_text()) if self.manifest_json.exists() else {}
+
+    def _drop_unfinished_searches(self) -> Set[PointKey]:
+        """The probes of a rate or batch search that never wrote its result row are dropped: a resumed sweep runs
+        the search again from its start, and its probes would otherwise appear twice. Returns the kept keys."""
+        rows = read_rows(self.results_csv)
+        searches = {row_key(r) for r in rows if r.get("search") == "result"}
+        kept = [r for r in rows if r.get("search") != "probe" or _search_key(r) in searches]
+        if len(kept) != len(rows):
+            _rewrite(self.results_csv, RESULT_COLUMNS, kept)
+        return {row_key(r) for r in kept}
+
+    def _drop_orphan_samples(self, done: Set[PointKey]) -> None:
+        for path, columns in self._files()[1:]:
+            rows = read_rows(path)
+            kept = [r for r in rows if row_key(r) in done]
+            if len(kept) != len(rows):
+                _rewrite(path, columns, kept)
+
+
+def row_key(row: Dict[str, str]) -> PointKey:
+    """The point key of a results.csv row (`PointResult.key`), read back or about to be written."""
+    def number(value, kind):
+        return None if value in ("", None) else kind(value)
+
+    batch_size = number(row["batch_size"], int)
+    point = SweepPoint(int(row["input_length"]), int(row["output_length"]), batch_size, row["workload"],
+                       number(row["request_rate"], float), number(row["max_concurrency"], int),
+                       batch_search=row.get("scenario") == "batch" and batch_size is None)
+    return point_key(row["model"], row["backend"], point)
+
+
+def _search_key(probe_row: Dict[str, str]) -> PointKey:
+    """The key of the search a probe row belongs to: its point without the batch size or rate it tried."""
+    return row_key({**probe_row, "batch_size" if probe_row["scenario"] == "batch" else "request_rate": ""})
+
+
+def _header(path: Path):
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    with open(path, newline="") as f:
+        return next(csv.reader(f), None)
+
+
+def read_rows(path: Path) -> List[Dict[str, str]]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _append(path: Path, columns: List[str], rows: Iterable[Dict[str, object]]) -> None:
+    new = not path.exists() or path.stat().st_size == 0
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="raise")
+        if new:
+            writer.writeheader()
+        writer.writerows({k: _format(v) for k, v in row.items()} for row in rows)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _rewrite(path: Path, columns: List[str], rows: List[Dict[str, str]]) -> None:
+    tmp = path.with_suffix(".csv.tmp")
+    tmp.unlink(missing_ok=True)
+    _append(tmp, columns, rows)
+    os.replace(tmp, path)
+
+
+def _format(value: object) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return value

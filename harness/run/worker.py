@@ -1,0 +1,117 @@
+"""The worker process of one backend entry: `python -m harness.run.worker JOB.pkl SOCKET` (or each rank under torchrun).
+
+It loads the model once, runs the entry's points with the same `EntryRunner` as in-process
+runs, and reports every event to the parent over a Unix socket. Only rank 0 reports; the
+other ranks run the same batches (same seeded inputs) so collective ops line up.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Client
+from typing import Optional, Set
+
+from harness.config.sweep import SweepConfig
+from harness.measure.records import PointResult, RunContext
+from harness.model.spec import ModelSpec
+from harness.plan.points import EntryPlan, SweepPoint
+from harness.run.process_group import die_with_parent
+from harness.run.runner import EntryRunner, RunEvents
+
+GATE_POLL_S = 0.02
+FAULT_ENV = "BENCH_INJECT_FAULT"  # tests only: "KIND@LABEL/RANK/WHEN", WHEN a batch size, "load" or "close";
+# KIND segv | hang | exit | slow (SLOW_FAULT_S seconds)
+SLOW_FAULT_S = 8.0
+
+
+@dataclass
+class WorkerJob:
+    """Everything a worker needs, pickled by the parent: the plan decides, the worker only executes."""
+
+    plan: EntryPlan
+    model: ModelSpec
+    config: SweepConfig
+    context: RunContext
+    done: Set[tuple]
+    load_gate: Optional[str] = None  # a file whose existence lets the engine load (harness/run/launcher.py, WorkerRun)
+
+
+class ChannelEvents(RunEvents):
+    """Forwards runner events to the parent as ("kind", payload) tuples."""
+
+    def __init__(self, conn, label: str, rank: int, load_gate: Optional[str] = None):
+        super().__init__(emit=lambda result: None)
+        self.conn, self.label, self.rank, self.load_gate = conn, label, rank, load_gate
+
+    def _send(self, kind: str, payload=None, at: Optional[float] = None) -> None:
+        """With the worker's own clock reading: CLOCK_MONOTONIC is one clock for every process of the machine, and
+        the parent may read the event much later (it accepts a worker only once the previous entry has ended)."""
+        if self.conn is not None:
+            self.conn.send((kind, payload, time.monotonic() if at is None else at))
+
+    def may_load(self) -> float:
+        """Every rank waits, so that none allocates its shard beside the previous entry's engine."""
+        start = time.monotonic()
+        while self.load_gate is not None and not os.path.exists(self.load_gate):
+            time.sleep(GATE_POLL_S)
+        return time.monotonic() - start
+
+    def loading(self) -> None:
+        self._send("loading")
+        inject_fault(self.label, self.rank, "load")
+
+    def loaded(self, info: dict) -> None:
+        self._send("loaded", info)
+
+    def started(self, point: SweepPoint) -> None:
+        self._send("started", point)
+        inject_fault(self.label, self.rank, point.batch_size)
+
+    def finished(self, result: PointResult) -> None:
+        self._send("result", result)
+
+    def closing(self) -> None:
+        inject_fault(self.label, self.rank, "close")
+
+
+def inject_fault(label: str, rank: int, when) -> None:
+    """Crash or hang on purpose where BENCH_INJECT_FAULT says, so tests can exercise the failure paths."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    kind, _, where = spec.partition("@")
+    if where != f"{label}/{rank}/{when}":
+        return
+    if kind == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif kind == "hang":
+        time.sleep(10**6)
+    elif kind == "exit":
+        os._exit(3)
+    elif kind == "slow":  # a slow engine shutdown
+        time.sleep(SLOW_FAULT_S)
+
+
+def main(job_path: str, socket_path: str) -> int:
+    die_with_parent()
+    rank = int(os.environ.get("RANK", "0"))
+    # Connect before unpickling the job: that imports the engine's module (transformers, vLLM), seconds the
+    # parent should count as loading, not as a worker that never started.
+    conn: Optional[object] = Client(socket_path, family="AF_UNIX") if rank == 0 else None
+    connected = time.monotonic()
+    with open(job_path, "rb") as f:
+        job: WorkerJob = pickle.load(f)
+    events = ChannelEvents(conn, job.context.backend, rank, job.load_gate)
+    events._send("connected", at=connected)
+    EntryRunner(job.plan, job.model, job.config, job.context, events).run(job.done)
+    events._send("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

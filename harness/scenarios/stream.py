@@ -1,0 +1,203 @@
+"""Request streams: what a backend is given in `scenario: stream`, what it hands back, and the arrival loop.
+
+A stream is a list of requests with scheduled arrival offsets. Every request's clock starts at its
+scheduled arrival, not when the client got round to sending it, so a late client or a full queue
+shows up as latency instead of hiding (coordinated omission; docs/measurement.md, "Request streams").
+
+Engines with an async API (vLLM's AsyncLLM, an HTTP server) use `drive`, which releases each request
+at its scheduled time on an asyncio loop; engines that batch on their own clock (HF static batching)
+schedule themselves and fill in the same `RequestTiming`s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import time
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, List, Optional, Sequence, Tuple
+
+from harness.scenarios.batch import BatchSpec, SpecCounts
+
+# The loop sleeps until this close to a request's scheduled time, then yields until it is due: asyncio's
+# timers wake up to a millisecond late, which at 1,000 requests/s would be the whole gap between two.
+SPIN_S = 0.002
+# The first request is scheduled this far after `drive` starts, so that setting up costs no request its clock.
+LEAD_S = 0.005
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """Requests in arrival order: `requests` holds each one's prompt, budget, sampling and seed;
+    `arrivals_s` their scheduled offsets from the stream's start (non-decreasing); `max_concurrency`
+    caps the requests in flight (None: no cap), the rest wait at the client with their clocks running."""
+
+    requests: BatchSpec
+    arrivals_s: Tuple[float, ...]
+    max_concurrency: Optional[int] = None
+
+    def __post_init__(self):
+        assert len(self.arrivals_s) == self.requests.batch_size, "one arrival per request"
+
+    @property
+    def num_requests(self) -> int:
+        return self.requests.batch_size
+
+
+@dataclass(frozen=True)
+class RequestTiming:
+    """One request, host-clock (`time.perf_counter`) seconds.
+
+    `scheduled_s`: when it was due; its latencies start here. `dispatched_s`: when the client released it
+    (the send slip is `dispatched_s - scheduled_s`). `sent_s`: when it reached the engine (after waiting
+    for a concurrency slot, or for a static batch to start). `first_token_s`, `last_token_s`: its first
+    and last output tokens. `token_gaps_s`: time between consecutive token arrivals after the first, as
+    the engine hands them over (several tokens may come at once: one gap per hand-over).
+    `queued_s`: time the engine reports it spent waiting to be scheduled, where it reports one.
+    """
+
+    index: int
+    scheduled_s: float
+    dispatched_s: float
+    sent_s: float
+    first_token_s: Optional[float] = None
+    last_token_s: Optional[float] = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    token_gaps_s: Tuple[float, ...] = field(default=(), repr=False)
+    queued_s: Optional[float] = None
+    error: str = ""
+    token_ids: Optional[Tuple[int, ...]] = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and self.first_token_s is not None and self.last_token_s is not None
+
+
+@dataclass(frozen=True)
+class StreamTiming:
+    """A whole stream: `start_s` is its time zero (request i is due at start_s + arrivals_s[i]); `spec`: the
+    speculative-decoding counters of its requests, from an entry that speculates."""
+
+    start_s: float
+    end_s: float
+    requests: Tuple[RequestTiming, ...]
+    spec: Optional[SpecCounts] = None
+
+
+class TokenClock:
+    """Stamps a request's token hand-overs as they arrive; what `drive`'s submit callbacks fill in."""
+
+    def __init__(self):
+        self.stamps: List[float] = []
+        self.tokens = 0
+
+    def arrived(self, count: int = 1) -> None:
+        if count > 0:
+            self.stamps.append(time.perf_counter())
+            self.tokens += count
+
+    @property
+    def first_s(self) -> Optional[float]:
+        return self.stamps[0] if self.stamps else None
+
+    @property
+    def last_s(self) -> Optional[float]:
+        return self.stamps[-1] if self.stamps else None
+
+    def gaps_s(self) -> Tuple[float, ...]:
+        return tuple(b - a for a, b in zip(self.stamps, self.stamps[1:]))
+
+
+@dataclass
+class Submitted:
+    """What a submit callback returns for one request; `drive` adds the clock times it owns."""
+
+    first_token_s: Optional[float]
+    last_token_s: Optional[float]
+    output_tokens: int
+    token_gaps_s: Sequence[float] = ()
+    queued_s: Optional[float] = None
+    token_ids: Optional[Tuple[int, ...]] = None
+
+
+# submit(index) sends request `index` of the stream and returns when its last token has arrived.
+Submit = Callable[[int], Awaitable[Submitted]]
+
+
+async def sleep_until(deadline_s: float) -> None:
+    """Wake at `deadline_s` (perf_counter) to within a fraction of a millisecond, other tasks running meanwhile."""
+    while True:
+        left = deadline_s - time.perf_counter()
+        if left <= 0:
+            return
+        await asyncio.sleep(left - SPIN_S if left > SPIN_S else 0)
+
+
+def block_until(deadline_s: float) -> None:
+    """`sleep_until` for a thread without an event loop: sleep, then yield for the last SPIN_S (a sleep wakes late)."""
+    while True:
+        left = deadline_s - time.perf_counter()
+        if left <= 0:
+            return
+        time.sleep(left - SPIN_S if left > SPIN_S else 0)
+
+
+async def drive(stream: StreamSpec, submit: Submit) -> StreamTiming:
+    """Release every request at its scheduled time, whatever is in flight, and collect their timings.
+
+    A request that raises gets an `error` and the rest go on: the point fails as a whole later, with
+    every request accounted for. With `max_concurrency`, released requests wait for a free slot.
+    """
+    slots = asyncio.Semaphore(stream.max_concurrency) if stream.max_concurrency else None
+    start_s = time.perf_counter() + LEAD_S
+    inputs = stream.requests.input_tokens
+
+    async def one(index: int, scheduled_s: float, dispatched_s: float) -> RequestTiming:
+        if slots is not None:
+            await slots.acquire()
+        sent_s = time.perf_counter()
+        try:
+            got = await submit(index)
+        except Exception as e:  # noqa: BLE001 - any engine or transport failure is this request's error
+            return RequestTiming(index, scheduled_s, dispatched_s, sent_s, input_tokens=inputs[index],
+                                 error=f"{type(e).__name__}: {' '.join(str(e).split())}"[:300])
+        finally:
+            if slots is not None:
+                slots.release()
+        return RequestTiming(index, scheduled_s, dispatched_s, sent_s, got.first_token_s, got.last_token_s,
+                             inputs[index], got.output_tokens, tuple(got.token_gaps_s), got.queued_s,
+                             token_ids=got.token_ids)
+
+    tasks = []
+    for index, offset in enumerate(stream.arrivals_s):
+        scheduled_s = start_s + offset
+        await sleep_until(scheduled_s)
+        tasks.append(asyncio.ensure_future(one(index, scheduled_s, time.perf_counter())))
+    timings = await asyncio.gather(*tasks)
+    return StreamTiming(start_s, time.perf_counter(), tuple(timings))
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """The cyclic garbage collector paused for a stream (reference counting still frees nearly everything): a full
+    collection over thousands of pending tasks stalls the loop for milliseconds, which would land on some request's
+    send slip. It runs once before and once after instead."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()
+
+
+def run_stream(stream: StreamSpec, submit: Submit, loop: Optional[asyncio.AbstractEventLoop] = None) -> StreamTiming:
+    """`drive` on `loop` (a backend keeps one for its engine's lifetime) or on a fresh one, the collector paused."""
+    with paused_gc():
+        if loop is None:
+            return asyncio.run(drive(stream, submit))
+        return loop.run_until_complete(drive(stream, submit))
