@@ -15,9 +15,11 @@ from app.console import SweepProgress, console, print_summary, print_time_budget
 from harness.config.speculative import baselines as spec_baselines
 from harness.config.sweep import SweepConfig, to_plain
 from harness.errors import UserError
+from harness.measure.annotations import PointAnnotations
 from harness.measure.crosscheck import TokenCrossCheck
 from harness.measure.explain import PointExplainer
 from harness.measure.manifest import build_manifest, hardware_label, now_iso, reproduce_command
+from harness.measure.metrics import point_figures
 from harness.measure.records import PointResult, RunContext, point_key
 from harness.measure.spec_baseline import BaselineComparison
 from harness.measure.writers import ResultsDir, read_rows, result_row
@@ -86,21 +88,14 @@ def run_sweep(config: SweepConfig, plans: List[EntryPlan], out: ResultsDir, done
     """`plans` holds every (model, backend entry) pair, a model's entries together (harness/plan/sweep.py)."""
     startup_s = process_age_s()
     groups = model_groups(plans)
-    manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(groups[0][0]),
-                              [_entry_info(p) for p in plans])
-    if len(groups) > 1:  # what is said of one model is said in its own section
-        manifest["models"] = [_model_info(model) for model, _ in groups]
-        del manifest["model"]
+    manifest = start_manifest(config, plans, groups, options, previous)
     baselines = spec_baselines([p.options for p in groups[0][1]])  # the same entries for every model
-    comparison = BaselineComparison(baselines, read_rows(out.results_csv))
     started = time.monotonic()
-    crosschecks, explainers = model_annotators(groups, manifest, config, out, done, baselines)
+    annotations = model_annotations(groups, manifest, config, out, done, baselines)
     peaks_s = time.monotonic() - started
     if baselines:
         manifest["speculative_baselines"] = {k: v or "none: no entry of the same engine and options without "
                                              "speculative" for k, v in baselines.items()}
-    if previous:
-        manifest["previous_runs"] = previous.pop("previous_runs", []) + [previous]
     config_yaml = out.write_config(to_plain(config))
     manifest["reproduce"] = reproduce_command(manifest["git_commit"], config_yaml)
     if str(manifest["git_commit"]).endswith("-dirty"):
@@ -112,19 +107,45 @@ def run_sweep(config: SweepConfig, plans: List[EntryPlan], out: ResultsDir, done
     todo = sum(point_key(p.model.label, p.label, pp.point) not in done for p in plans for pp in p.points)
     with SweepProgress(todo, several_models=len(groups) > 1) as progress:
         def emit(result: PointResult) -> None:
-            crosschecks[result.context.model].annotate(result)
-            row = result_row(result)
-            comparison.annotate(result, row.get("tpot_ms_mean"))
-            explainers[result.context.model].annotate(result, row)
-            out.write_point(result)
+            """A finished point becomes its row once: annotated first, then written, shown and counted."""
+            figures = point_figures(result)
+            annotations[result.context.model].annotate(result, figures)
+            row = result_row(result, figures)
+            out.write_point(result, row)
             statuses.append(result.status)
-            progress.point_done(result_row(result))
+            progress.point_done(row)
             options.observer.point_written()
 
         try:
             run_entries(plans, manifest, config, done, emit, out)
         except KeyboardInterrupt:
             interrupted = True
+    finish_manifest(manifest, out, options, startup_s, peaks_s, interrupted)
+    if config.output.upload_uri:
+        upload(out.path, config.output.upload_uri)
+    if interrupted:
+        console.print("Interrupted: finished points are saved; rerun with --resume --output-dir to complete.")
+        return 130
+    return 1 if "error" in statuses else 0
+
+
+def start_manifest(config: SweepConfig, plans: List[EntryPlan], groups: List[Tuple[ModelSpec, List[EntryPlan]]],
+                   options: SweepOptions, previous: dict) -> dict:
+    """What is known before anything runs: config, command, models (one section each when there are several),
+    entries, and the runs a resumed sweep continues."""
+    manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(groups[0][0]),
+                              [_entry_info(p) for p in plans])
+    if len(groups) > 1:  # what is said of one model is said in its own section
+        manifest["models"] = [_model_info(model) for model, _ in groups]
+        del manifest["model"]
+    if previous:
+        manifest["previous_runs"] = previous.pop("previous_runs", []) + [previous]
+    return manifest
+
+
+def finish_manifest(manifest: dict, out: ResultsDir, options: SweepOptions, startup_s: float, peaks_s: float,
+                    interrupted: bool) -> None:
+    """The end: the summary and charts, then where the sweep's time went, in the manifest and on the console."""
     manifest.update(end_time=now_iso(), interrupted=interrupted)
     out.write_manifest(manifest)
     charts_s = _summarize(out, options)
@@ -134,12 +155,6 @@ def run_sweep(config: SweepConfig, plans: List[EntryPlan], out: ResultsDir, done
     out.write_manifest(manifest)
     print_time_budget(manifest)
     options.observer.finished()
-    if config.output.upload_uri:
-        upload(out.path, config.output.upload_uri)
-    if interrupted:
-        console.print("Interrupted: finished points are saved; rerun with --resume --output-dir to complete.")
-        return 130
-    return 1 if "error" in statuses else 0
 
 
 def model_groups(plans: List[EntryPlan]) -> List[Tuple[ModelSpec, List[EntryPlan]]]:
@@ -150,24 +165,25 @@ def model_groups(plans: List[EntryPlan]) -> List[Tuple[ModelSpec, List[EntryPlan
     return list(groups.values())
 
 
-def model_annotators(groups: List[Tuple[ModelSpec, List[EntryPlan]]], manifest: dict, config: SweepConfig,
-                     out: ResultsDir, done: set, baselines: Dict[str, Optional[str]]
-                     ) -> Tuple[Dict[str, TokenCrossCheck], Dict[str, PointExplainer]]:
+def model_annotations(groups: List[Tuple[ModelSpec, List[EntryPlan]]], manifest: dict, config: SweepConfig,
+                      out: ResultsDir, done: set, baselines: Dict[str, Optional[str]]) -> Dict[str, PointAnnotations]:
     """Per model label: its token cross-check and its roofline explainer, each said in the manifest with the
-    model's workload (at the top level, or in the model's own section of `models` when there are several)."""
-    crosschecks, explainers = {}, {}
+    model's workload (at the top level, or in the model's own section of `models` when there are several), and the
+    sweep's one baseline comparison (a resumed sweep finds the baselines' finished points in results.csv)."""
+    comparison = BaselineComparison(baselines, read_rows(out.results_csv))
+    annotations = {}
     gpus = [g["name"] for g in manifest["hardware"]["gpus"]]
     for (model, group), facts in zip(groups, manifest.get("models", [manifest])):
         workload = group[0].workload  # one per model, shared by its entries
         crosscheck = TokenCrossCheck(group, model.weights, out.path / "tokens.jsonl", workload.sampling.greedy,
                                      baselines)
-        explainers[model.label], peaks = point_explainer(group, config, model, out, done, gpus)
+        explainer, peaks = point_explainer(group, config, model, out, done, gpus)
         if peaks:
             facts["hardware_peaks"] = peaks
-        crosschecks[model.label] = crosscheck
+        annotations[model.label] = PointAnnotations(crosscheck, comparison, explainer)
         facts["workload"] = workload.manifest()
         facts["token_crosscheck"] = crosscheck.describe()
-    return crosschecks, explainers
+    return annotations
 
 
 def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpec, out: ResultsDir, done: set,

@@ -9,7 +9,7 @@ from backends.base import Backend, BackendOptions, Placement
 from harness.config.sections import ModelConfig
 from harness.config.sweep import SweepConfig
 from harness.measure.records import RunContext
-from harness.measure.writers import ResultsDir, read_rows
+from harness.measure.writers import ResultsDir, read_rows, result_row
 from harness.model.memory import MemoryEstimate
 from harness.model.spec import resolve_model
 from harness.plan.points import BatchSearchPlan, EntryPlan, PlannedPoint, SweepPoint
@@ -18,6 +18,10 @@ from harness.run.runner import EntryRunner, RunEvents
 from harness.scenarios.batch import BatchTiming
 from harness.scenarios.batch_search import BatchSearch
 from workloads.random_ids import RandomOptions, RandomWorkload
+
+
+def write_point(out: ResultsDir, result) -> None:
+    out.write_point(result, result_row(result))
 
 
 def search_for(capacity: int, start: int, limit: int = 1024) -> BatchSearch:
@@ -176,11 +180,11 @@ def test_the_largest_batch_is_marked_and_an_unfinished_search_is_run_again(model
     out = ResultsDir(tmp_path / "run")
     out.open(resume=False)
     for r in results[:3]:  # the sweep died during the fourth probe
-        out.write_point(r)
+        write_point(out, r)
     assert ResultsDir(tmp_path / "run").open(resume=True) == set()  # its probes are dropped: the search reruns
     assert read_rows(out.results_csv) == [] and read_rows(out.samples_csv) == []
     for r in results:
-        out.write_point(r)
+        write_point(out, r)
     rows = read_rows(out.results_csv)
     assert [(r["batch_size"], r["max_batch"]) for r in rows if r["search"] == "probe"] == [
         ("8", ""), ("16", ""), ("32", ""), ("24", ""), ("20", "true"), ("22", ""), ("21", "")]

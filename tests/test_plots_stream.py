@@ -10,10 +10,14 @@ import numpy as np
 import pytest
 
 from harness.measure.records import SLO, BatchSample, PointResult, RunContext
-from harness.measure.writers import ResultsDir
+from harness.measure.writers import ResultsDir, result_row
 from harness.plan.points import SweepPoint
 from harness.scenarios.stream import RequestTiming, StreamTiming
 from plots import make_report
+
+
+def write_point(out: ResultsDir, result) -> None:
+    out.write_point(result, result_row(result))
 
 REPO = Path(__file__).resolve().parent.parent
 HARDWARE = "AMD EPYC (2 cores)"
@@ -65,7 +69,7 @@ def write_stream_folder(path, slip_point=None, rates=RATES):
     for seed, (backend, rate) in enumerate((b, r) for b in SERIES for r in rates):
         slip = 0.03 if slip_point == (backend, rate) else 0.0
         result = stream_result(backend, rate, seed, slip)
-        results.write_point(result)
+        write_point(results, result)
         timings[backend, rate] = result.stream
     return timings
 
@@ -79,7 +83,7 @@ def write_batch_folder(path):
         latency = 200.0 + 30 * batch_size
         samples = [BatchSample(i, latency * rng.uniform(0.95, 1.05), 20.0 + batch_size, 6.0, (INPUT,) * batch_size,
                                (OUTPUT,) * batch_size) for i in range(3)]
-        results.write_point(PointResult(context("hf"), SweepPoint(INPUT, OUTPUT, batch_size), "ok", samples=samples))
+        write_point(results, PointResult(context("hf"), SweepPoint(INPUT, OUTPUT, batch_size), "ok", samples=samples))
 
 
 # -- what the report should say, from the timings themselves ---------------------------------------------
@@ -158,8 +162,8 @@ def test_static_vs_continuous_paragraph_gives_the_measured_factors(stream_run):
 def test_no_shared_rate_is_said_so(tmp_path):
     results = ResultsDir(tmp_path / "run")
     results.open(resume=False)
-    results.write_point(stream_result("hf-static", 1.0, 0))
-    results.write_point(stream_result("vllm", 2.0, 1))
+    write_point(results, stream_result("hf-static", 1.0, 0))
+    write_point(results, stream_result("vllm", 2.0, 1))
     text = make_report([tmp_path / "run"], tmp_path / "out").read_text()
     assert "ran ok at no common rate" in text
     assert "no offered rate at which every series (hf-static, vllm) ran ok" in text  # the TTFT CDF's note
@@ -172,7 +176,7 @@ def test_a_server_is_in_neither_camp_of_the_batching_comparison(tmp_path):
         result = stream_result(backend, 2.0, seed)
         if backend == "vllm":
             result.engine_stats = {"batching": "server"}
-        results.write_point(result)
+        write_point(results, result)
     text = make_report([tmp_path / "run"], tmp_path / "out").read_text()
     assert table_rows(text)["vllm"][0] == "server"
     assert "Static vs continuous" not in text
@@ -200,7 +204,7 @@ def test_burst_points_stay_off_the_rate_axis_and_are_listed(tmp_path):
     results.open(resume=False)
     for backend in SERIES:
         for rate in (1.0, 2.0, float("inf")):
-            results.write_point(stream_result(backend, rate, int(rate) if np.isfinite(rate) else 9))
+            write_point(results, stream_result(backend, rate, int(rate) if np.isfinite(rate) else 9))
     text = make_report([tmp_path / "run"], tmp_path / "out").read_text()
     assert "Burst (every request at once, not on the rate axis): hf-static: TTFT p50" in text
     assert "goodput" in text.split("Burst (every request at once, not on the rate axis)")[3]

@@ -17,7 +17,7 @@ class PointExplainer:
                  cost_per_hour: Optional[float]):
         self.shape, self.peaks, self.devices, self.cost_per_hour = shape, peaks, devices, cost_per_hour
 
-    def annotate(self, result: PointResult, row: Dict[str, object]) -> None:
+    def annotate(self, result: PointResult, figures: Dict[str, Optional[float]]) -> None:
         if result.status != "ok":
             return
         label = result.context.backend
@@ -27,9 +27,9 @@ class PointExplainer:
             samples = result.samples
             measured = Measured(
                 batch_size=result.point.batch_size, prompt_lengths=[s.input_tokens for s in samples],
-                output_tokens_mean=float(row["output_tokens_mean"]),
-                output_tokens_max=max(max(s.output_tokens) for s in samples), latency_ms=float(row["latency_ms_mean"]),
-                ttft_ms=float(row["ttft_ms_mean"]), tpot_ms=row.get("tpot_ms_mean"))
+                output_tokens_mean=float(figures["output_tokens_mean"]),
+                output_tokens_max=max(max(s.output_tokens) for s in samples), latency_ms=float(figures["latency_ms_mean"]),
+                ttft_ms=float(figures["ttft_ms_mean"]), tpot_ms=figures.get("tpot_ms_mean"))
         figures = explain(self.shape, measured, self.peaks.get(label), self.devices.get(label, 1),
-                          row.get("throughput_tokens_per_s"), self.cost_per_hour)
+                          figures.get("throughput_tokens_per_s"), self.cost_per_hour)
         result.explained = {k: v for k, v in figures.items() if k in ROOFLINE_COLUMNS}

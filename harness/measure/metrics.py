@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from harness.measure import stats
-from harness.measure.records import SLO, BatchSample
+from harness.measure.records import SLO, BatchSample, PointResult
 from harness.scenarios.batch import SpecCounts
 from harness.scenarios.stream import RequestTiming, StreamTiming
 
@@ -160,6 +160,19 @@ def request_figures(r: RequestTiming) -> RequestFigures:
         itl_ms=tuple(g * 1e3 for g in r.token_gaps_s), send_slip_ms=(r.dispatched_s - r.scheduled_s) * 1e3,
         client_wait_ms=(r.sent_s - r.dispatched_s) * 1e3, queue_ms=None if r.queued_s is None else r.queued_s * 1e3,
     )
+
+
+def point_figures(result: PointResult) -> Dict[str, Optional[float]]:
+    """Every metric of a finished point: its timed batches' (`summarize`) or its stream's (`summarize_stream`).
+
+    Computed once per point (app/session.py): the annotations of a point read them, and its row is built from them.
+    """
+    figures: Dict[str, Optional[float]] = {}
+    if result.samples:
+        figures.update(summarize(result.samples))
+    if result.stream is not None:
+        figures.update(summarize_stream(result.stream, result.slo))
+    return figures
 
 
 def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float]]:

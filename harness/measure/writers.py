@@ -11,7 +11,7 @@ import csv
 import json
 import os
 from pathlib import Path
-from typing import Dict, Iterable, List, Set
+from typing import Dict, Iterable, List, Optional, Set
 
 from harness.errors import UserError
 from harness.measure.metrics import (
@@ -20,9 +20,8 @@ from harness.measure.metrics import (
     REQUEST_STATS,
     SPEC_FIGURES,
     STATS,
+    point_figures,
     request_figures,
-    summarize,
-    summarize_stream,
 )
 from harness.measure.records import PointKey, PointResult, point_key
 from harness.model.roofline import ROOFLINE_COLUMNS
@@ -78,7 +77,9 @@ REQUEST_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + [
 ]
 
 
-def result_row(result: PointResult) -> Dict[str, object]:
+def result_row(result: PointResult, figures: Optional[Dict[str, Optional[float]]] = None) -> Dict[str, object]:
+    """The point's results.csv row. `figures` are its metrics where the caller already has them (the session
+    computes them once, for the point's annotations and its row); else they are computed here."""
     row = _keys(result)
     row.update(status=result.status, error=result.error, peak_memory_bytes=result.peak_memory_bytes,
                estimated_memory_bytes=result.estimated_memory_bytes, load_time_s=result.load_time_s,
@@ -96,10 +97,7 @@ def result_row(result: PointResult) -> Dict[str, object]:
         row.update(num_warmup_requests=result.num_warmup_batches, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms,
                    slo_percentile=slo.percentile, max_rate_within_slo=result.max_rate_within_slo)
     row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_COLUMNS})
-    if result.samples:
-        row.update(summarize(result.samples))
-    if result.stream is not None:
-        row.update(summarize_stream(result.stream, result.slo))
+    row.update(point_figures(result) if figures is None else figures)
     row.update(result.explained)
     return row
 
@@ -169,7 +167,8 @@ class ResultsDir:
         self._drop_orphan_samples(done)
         return done
 
-    def write_point(self, result: PointResult) -> None:
+    def write_point(self, result: PointResult, row: Dict[str, object]) -> None:
+        """Append a finished point: its samples or requests, then `row`, its results.csv row (`result_row`)."""
         # Samples and requests first: a crash between the writes leaves orphan rows, which `open` drops,
         # never a result row without its samples.
         _append(self.samples_csv, SAMPLE_COLUMNS, sample_rows(result))
@@ -177,15 +176,15 @@ class ResultsDir:
         if requests:  # a sweep without streams has no requests.csv
             _append(self.requests_csv, REQUEST_COLUMNS, requests)
         if result.max_batch_size_found is None:
-            _append(self.results_csv, RESULT_COLUMNS, [result_row(result)])
+            _append(self.results_csv, RESULT_COLUMNS, [row])
             return
         # A batch search's answer: its row and the mark on the largest batch's row land in one atomic rewrite.
         rows = read_rows(self.results_csv)
-        winner = row_key({**result_row(result), "batch_size": result.max_batch_size_found})
-        for row in rows:
-            if row.get("search") == "probe" and row["status"] == "ok" and row_key(row) == winner:
-                row["max_batch"] = "true"
-        _rewrite(self.results_csv, RESULT_COLUMNS, rows + [result_row(result)])
+        winner = row_key({**row, "batch_size": result.max_batch_size_found})
+        for probe in rows:
+            if probe.get("search") == "probe" and probe["status"] == "ok" and row_key(probe) == winner:
+                probe["max_batch"] = "true"
+        _rewrite(self.results_csv, RESULT_COLUMNS, rows + [row])
 
     def _files(self):
         return ((self.results_csv, RESULT_COLUMNS), (self.samples_csv, SAMPLE_COLUMNS),
