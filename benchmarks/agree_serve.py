@@ -156,7 +156,7 @@ class OthersCPU:
         self.cores = used / (time.monotonic() - self.start_s)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=4.0, help="Poisson requests/s (one the server sustains)")
     parser.add_argument("--num-requests", type=int, default=40)
@@ -168,8 +168,11 @@ def main() -> None:
                         help="a pair is quiet when other processes used at most this many cores in both its runs")
     parser.add_argument("--layers", type=int, default=4, help="tiny-llama's num_hidden_layers")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def build_backend(args):
+    """The tiny model and the `openai` backend that starts its vLLM server (not started yet: see `load`)."""
     sys.path.insert(0, str(REPO))
     from backends.openai_server import OpenAIBackend, OpenAIOptions
     from harness.config.sections import ModelConfig
@@ -181,6 +184,12 @@ def main() -> None:
     options = OpenAIOptions(name="openai", command=SERVER)
     options.validate("backend")
     backend = OpenAIBackend(options, model, SweepShape(0, args.input_len, args.output_len, scenario="stream"))
+    return model, backend
+
+
+def main() -> None:
+    args = parse_args()
+    model, backend = build_backend(args)
     print(f"{model.label} fp32 cpu, vLLM server (eager, no prefix caching); Poisson {args.rate:g} req/s, "
           f"{args.num_requests} requests, input {args.input_len}, output {args.output_len} (ignore_eos), greedy; "
           f"ours and `vllm bench serve` alternated until {args.repeats} quiet pairs (at most {args.max_pairs})",
@@ -189,27 +198,8 @@ def main() -> None:
     backend.load()
     try:
         print(f"server healthy after {time.perf_counter() - start:.1f} s at {backend.base_url}", flush=True)
-        model_dir = backend.served_model  # the {model_dir} folder: vLLM serves it under its path
         backend.serve(our_stream(model, args, 0, WARMUP_REQUESTS))  # untimed: the server's first requests are slow
-        print(f"\n{'pair':>4} {'client':>7} {'ttft p50 ms':>12} {'tpot p50 ms':>12} {'in':>6} {'out':>5} "
-              f"{'others cpu':>10}")
-        pairs = []
-        with tempfile.TemporaryDirectory(prefix="agree-serve-") as tmp:
-            for repeat in range(args.max_pairs):
-                if sum(p["quiet"] for p in pairs) >= args.repeats:
-                    break
-                order = ("ours", "theirs") if repeat % 2 == 0 else ("theirs", "ours")
-                got, busiest = {}, 0.0
-                for who in order:
-                    others = OthersCPU(backend.server_pid)
-                    got[who] = (ours(backend, model, args, repeat, others) if who == "ours"
-                                else theirs(backend, model_dir, args, Path(tmp), repeat, others))
-                    busiest = max(busiest, others.cores)
-                    m = got[who]
-                    print(f"{repeat:>4} {who:>7} {m['ttft']:>12.2f} {m['tpot']:>12.3f} {m['input']:>6.1f} "
-                          f"{m['output']:>5.1f} {others.cores:>10.2f}", flush=True)
-                got["quiet"] = busiest <= args.quiet_cores
-                pairs.append(got)
+        pairs = run_pairs(backend, model, args)
     finally:
         backend.close()
     quiet = [p for p in pairs if p["quiet"]]
@@ -218,6 +208,36 @@ def main() -> None:
     if quiet:
         summarize("quiet pairs", quiet)
     summarize("all pairs", pairs)
+
+
+def run_pairs(backend, model, args) -> list:
+    """Alternated pairs of runs, ours and theirs, until `--repeats` of them are quiet or `--max-pairs` have run."""
+    model_dir = backend.served_model  # the {model_dir} folder: vLLM serves it under its path
+    print(f"\n{'pair':>4} {'client':>7} {'ttft p50 ms':>12} {'tpot p50 ms':>12} {'in':>6} {'out':>5} "
+          f"{'others cpu':>10}")
+    pairs = []
+    with tempfile.TemporaryDirectory(prefix="agree-serve-") as tmp:
+        for repeat in range(args.max_pairs):
+            if sum(p["quiet"] for p in pairs) >= args.repeats:
+                break
+            pairs.append(run_pair(backend, model, model_dir, args, Path(tmp), repeat))
+    return pairs
+
+
+def run_pair(backend, model, model_dir: str, args, result_dir: Path, repeat: int) -> dict:
+    """One run of each client, in an order flipped every pair; `quiet` when neither run saw busy neighbours."""
+    order = ("ours", "theirs") if repeat % 2 == 0 else ("theirs", "ours")
+    got, busiest = {}, 0.0
+    for who in order:
+        others = OthersCPU(backend.server_pid)
+        got[who] = (ours(backend, model, args, repeat, others) if who == "ours"
+                    else theirs(backend, model_dir, args, result_dir, repeat, others))
+        busiest = max(busiest, others.cores)
+        m = got[who]
+        print(f"{repeat:>4} {who:>7} {m['ttft']:>12.2f} {m['tpot']:>12.3f} {m['input']:>6.1f} "
+              f"{m['output']:>5.1f} {others.cores:>10.2f}", flush=True)
+    got["quiet"] = busiest <= args.quiet_cores
+    return got
 
 
 def summarize(title: str, pairs) -> None:

@@ -7,8 +7,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from plots import data, load, roofline_charts, spec_charts, stream_charts, style
-from plots.charts import Chart, ChartContext, chart_jobs, render_jobs
+from plots import batch_charts, data, load, roofline_charts, spec_charts, stream_charts, style
+from plots.charts import Chart, ChartContext, render_jobs
 from plots.data import fmt
 from plots.errors import PlotError
 from plots.load import BATCH, STREAM
@@ -42,8 +42,8 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         ctx = ChartContext(table, palette, out_dir, formats, load.load_requests(sources))
-        charts = render_jobs(ctx, chart_jobs(ctx) + roofline_charts.chart_jobs(ctx) + spec_charts.chart_jobs(ctx)
-                             + stream_charts.chart_jobs(ctx))
+        charts = render_jobs(ctx, batch_charts.chart_jobs(ctx) + roofline_charts.chart_jobs(ctx)
+                             + spec_charts.chart_jobs(ctx) + stream_charts.chart_jobs(ctx))
         path = out_dir / REPORT_NAME
         path.write_text(render_markdown(table, charts, sources, where, out_dir))
     except OSError as e:
