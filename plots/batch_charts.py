@@ -1,4 +1,4 @@
-"""The five batch charts (stream_charts.py draws the stream ones; charts.py holds what every chart shares). Each
+"""The five batch charts (stream/charts.py draws the stream ones; charts.py holds what every chart shares). Each
 function draws one kind of chart for every slice it applies to and returns what it wrote as `Chart` records, which
 the report embeds in order.
 

@@ -1,7 +1,7 @@
 """What every chart module shares: the `Chart` record the report embeds, the `ChartContext` of one report, the
 per-length-pair grid of panels, titles, legends, captions and saving, and drawing the charts in forked processes.
 
-The charts themselves are in batch_charts.py, stream_charts.py, spec_charts.py and roofline_charts.py; keeping
+The charts themselves are in batch_charts.py, stream/charts.py, speculative/charts.py and roofline_charts.py; keeping
 what they share here lets each of them import it without importing another kind of chart.
 """
 

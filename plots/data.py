@@ -4,7 +4,7 @@ A series is one curve: the rows that share the series columns (default: hardware
 parallelism and model). Labels name only the columns that differ between series, since what is
 common to all of them is already in the chart title.
 
-What only stream rows need (their groups, rate axis, SLO and batching) is in stream_data.py.
+What only stream rows need (their groups, rate axis, SLO and batching) is in stream/selections.py.
 """
 
 from __future__ import annotations

@@ -7,14 +7,16 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from plots import batch_charts, data, load, roofline_charts, spec_charts, stream_charts, style
+from plots import batch_charts, data, load, roofline_charts, style
 from plots.charts import Chart, ChartContext, render_jobs
 from plots.data import fmt
 from plots.errors import PlotError
 from plots.load import BATCH, STREAM
 from plots.memory_report import memory_lines
-from plots.spec_report import spec_lines
-from plots.stream_report import stream_lines
+from plots.speculative import charts as speculative_charts
+from plots.speculative.report import spec_lines
+from plots.stream import charts as stream_charts
+from plots.stream.report import stream_lines
 
 FORMATS = ("png", "svg", "pdf")
 # Markdown viewers (GitHub included) show PNG and SVG inline but only link a PDF.
@@ -43,7 +45,7 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
         out_dir.mkdir(parents=True, exist_ok=True)
         ctx = ChartContext(table, palette, out_dir, formats, load.load_requests(sources))
         charts = render_jobs(ctx, batch_charts.chart_jobs(ctx) + roofline_charts.chart_jobs(ctx)
-                             + spec_charts.chart_jobs(ctx) + stream_charts.chart_jobs(ctx))
+                             + speculative_charts.chart_jobs(ctx) + stream_charts.chart_jobs(ctx))
         path = out_dir / REPORT_NAME
         path.write_text(render_markdown(table, charts, sources, where, out_dir))
     except OSError as e:

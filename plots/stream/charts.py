@@ -15,7 +15,7 @@ from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from plots import data, stream_data, style
+from plots import data, style
 from plots.charts import (
     Chart,
     ChartContext,
@@ -29,7 +29,8 @@ from plots.charts import (
 )
 from plots.data import SERIES
 from plots.load import REQUEST_JOIN_COLUMNS, SOURCE_COLUMN, STREAM
-from plots.stream_data import StreamGroup
+from plots.stream import selections
+from plots.stream.selections import StreamGroup
 
 RATE_LABEL = "offered request rate (requests/s)"
 SUSTAINED_RING_SIZE = 15
@@ -48,14 +49,14 @@ def _caption(ctx: ChartContext, group: StreamGroup, *parts: str) -> str:
 
 def _burst_text(ctx: ChartContext, group: StreamGroup, describe) -> str:
     """`Burst (every request at once, not on the rate axis): vllm: ...; hf: ...`, or ''."""
-    rows = stream_data.bursts(group.rows(ctx.ok))
+    rows = selections.bursts(group.rows(ctx.ok))
     items = [f"{row[SERIES]}: {describe(row)}" for _, row in rows.iterrows()]
     return "Burst (every request at once, not on the rate axis): " + "; ".join(items) if items else ""
 
 
 def _rate_groups(ctx: ChartContext) -> List[StreamGroup]:
     """The groups with at least one ok point at an offered rate: those get rate charts."""
-    return [g for g in stream_data.stream_groups(ctx.ok) if not stream_data.on_rate_axis(g.rows(ctx.ok)).empty]
+    return [g for g in selections.stream_groups(ctx.ok) if not selections.on_rate_axis(g.rows(ctx.ok)).empty]
 
 
 def _fmt(value: float) -> str:
@@ -70,7 +71,7 @@ def latency_vs_rate(ctx: ChartContext) -> List[Chart]:
 
 
 def _latency_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
-    rows = stream_data.on_rate_axis(group.rows(ctx.ok))
+    rows = selections.on_rate_axis(group.rows(ctx.ok))
     fig, axes = style.new_grid(1, len(LATENCY_PANELS))
     for ax, (metric, name) in zip(axes[0], LATENCY_PANELS):
         _latency_panel(ax, rows, metric, ctx.palette)
@@ -118,7 +119,7 @@ def throughput_vs_rate(ctx: ChartContext) -> List[Chart]:
 
 
 def _throughput_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
-    rows = stream_data.on_rate_axis(group.rows(ctx.ok))
+    rows = selections.on_rate_axis(group.rows(ctx.ok))
     fig, ax = style.new_figure()
     for curve in data.build_curves(rows, "request_rate", "throughput_tokens_per_s"):
         _draw_series_curve(ax, curve, ctx.palette)
@@ -141,7 +142,7 @@ def goodput_vs_rate(ctx: ChartContext) -> List[Chart]:
 
 
 def _goodput_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
-    rows = stream_data.on_rate_axis(group.rows(ctx.ok))
+    rows = selections.on_rate_axis(group.rows(ctx.ok))
     fig, ax = style.new_figure()
     ideal = np.geomspace(rows["request_rate"].min(), rows["request_rate"].max(), 64)  # smooth on a log2 axis too
     ax.plot(ideal, ideal, color="0.45", linestyle=":", linewidth=1.5, zorder=2, label="ideal: every request met the SLO")
@@ -155,7 +156,7 @@ def _goodput_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     _decorate(ax, title, RATE_LABEL, "goodput (requests/s meeting the SLO)")
     _legend_right(ax, "series")
     burst = _burst_text(ctx, group, lambda r: f"goodput {_fmt(r['goodput'])} requests/s")
-    slo = (f"SLO: {stream_data.slo_text(group.rows(ctx.table))}. "
+    slo = (f"SLO: {selections.slo_text(group.rows(ctx.table))}. "
            f"Ringed: the highest rate each series sustained ({sustained})")
     return _finish(ctx, fig, f"stream_goodput_vs_rate_{group.stem}", "Stream: goodput vs request rate",
                    title.replace("\n", ", "), _caption(ctx, group, slo, burst))
@@ -165,7 +166,7 @@ def _mark_sustained(ax: Axes, rows: pd.DataFrame, palette: style.Palette) -> str
     """A ring on each series' highest rate meeting the SLO; returns `hf 2/s, vllm 4/s` (`none` where none)."""
     texts = []
     for series in data.series_order(rows):
-        best = stream_data.highest_sustained(rows[rows[SERIES] == series])
+        best = selections.highest_sustained(rows[rows[SERIES] == series])
         if best is None:
             texts.append(f"{series}: none")
             continue
@@ -186,7 +187,7 @@ def ttft_cdf(ctx: ChartContext) -> List[Chart]:
 
 def _ttft_cdf_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     section, series = "Stream: TTFT distribution", data.series_order(group.rows(ctx.table))
-    rate = stream_data.highest_shared_ok_rate(stream_data.on_rate_axis(group.rows(ctx.table)), series)
+    rate = selections.highest_shared_ok_rate(selections.on_rate_axis(group.rows(ctx.table)), series)
     what = f"per-request TTFT ({group.text})"
     if rate is None:
         return Chart(section, what, [], f"No TTFT distribution for {group.text}: no offered rate at which "

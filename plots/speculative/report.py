@@ -9,7 +9,7 @@ import pandas as pd
 
 from plots import data
 from plots.data import SERIES, fmt
-from plots.spec_charts import speculative_mask
+from plots.speculative.charts import speculative_mask
 
 SPEC_HEADER = ("| series | vs | k | input | output | load | acceptance | accepted length | TPOT (ms) "
                "| TPOT speed-up | tokens identical |")

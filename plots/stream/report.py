@@ -8,9 +8,10 @@ from typing import List
 
 import pandas as pd
 
-from plots import data, stream_data
+from plots import data
 from plots.data import SERIES, fmt, rate_text
-from plots.stream_data import StreamGroup
+from plots.stream import selections
+from plots.stream.selections import StreamGroup
 
 # Over this p99 send slip (ms) the client, not the engine, limited the offered load (harness.measure.metrics.SLIP_WARN_MS).
 SLIP_WARN_MS = 5.0
@@ -23,10 +24,10 @@ def stream_lines(rows: pd.DataFrame) -> List[str]:
     if rows.empty:
         return []
     lines = ["## Request streams", "",
-             f"SLO: {stream_data.slo_text(rows)}. A rate is sustained when that share of its requests met both "
+             f"SLO: {selections.slo_text(rows)}. A rate is sustained when that share of its requests met both "
              "targets; the columns after it are the figures at that rate. Latencies run from each request's "
              "scheduled arrival.", ""]
-    for group in stream_data.stream_groups(rows):
+    for group in selections.stream_groups(rows):
         lines += [f"### {group.text[0].upper()}{group.text[1:]}", "", *stream_table(group.rows(rows)), ""]
     lines += slip_warnings(rows)
     lines += static_vs_continuous(rows)
@@ -38,8 +39,8 @@ def stream_table(group: pd.DataFrame) -> List[str]:
     for series in data.series_order(group):
         of_series = group[group[SERIES] == series]
         ok = (of_series["status"] == data.PLOTTED_STATUS).sum()
-        cells = [series, stream_data.series_batching(group, series) or "-", f"{ok} of {len(of_series)}"]
-        best = stream_data.highest_sustained(of_series)
+        cells = [series, selections.series_batching(group, series) or "-", f"{ok} of {len(of_series)}"]
+        best = selections.highest_sustained(of_series)
         if best is None:
             cells += ["none"] + ["-"] * 5
         else:
@@ -66,10 +67,10 @@ def static_vs_continuous(rows: pd.DataFrame) -> List[str]:
     """Per group holding a static and a continuous series: E2E p50 and goodput factors at their highest shared
     ok rate."""
     paragraphs = []
-    for group in stream_data.stream_groups(rows):
+    for group in selections.stream_groups(rows):
         of_group = group.rows(rows)
-        kinds = {s: stream_data.batching_kind(of_group, s) for s in data.series_order(of_group)}
-        static = [s for s, k in kinds.items() if k == stream_data.STATIC_BATCHING]
+        kinds = {s: selections.batching_kind(of_group, s) for s in data.series_order(of_group)}
+        static = [s for s, k in kinds.items() if k == selections.STATIC_BATCHING]
         continuous = [s for s, k in kinds.items() if k == "continuous"]
         paragraphs += [_compare(of_group, group, s, c) for s, c in product(static, continuous)]
     if not paragraphs:
@@ -79,7 +80,7 @@ def static_vs_continuous(rows: pd.DataFrame) -> List[str]:
 
 def _compare(rows: pd.DataFrame, group: StreamGroup, static: str, continuous: str) -> str:
     where = f"{group.text[0].upper()}{group.text[1:]}"
-    rate = stream_data.highest_shared_ok_rate(rows, [static, continuous])
+    rate = selections.highest_shared_ok_rate(rows, [static, continuous])
     if rate is None:
         return (f"{where}: {static} (static) and {continuous} (continuous) ran ok at no common rate, so there is "
                 "no like-for-like comparison.")
