@@ -1,21 +1,30 @@
 """HF transformers `generate`, timed per step through a streamer; request streams batched statically by the
-harness around `generate`, or continuously by transformers' own continuous-batching manager."""
+harness around `generate`, or continuously by transformers' own continuous-batching manager (the streamer and
+what each batching asks of an entry: backends/hf_batching.py)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
 from backends.hf_assisted import AssistedGeneration
-from backends.hf_continuous import CB_PAGE_SIZE, ContinuousBatcher, cb_sizes
+from backends.hf_batching import (
+    StepClock,
+    batching_info,
+    continuous_attention_unsupported,
+    continuous_estimate,
+    tokens_produced,
+    validate_batching,
+)
+from backends.hf_continuous import ContinuousBatcher
 from harness.errors import UserError
-from harness.fields import is_int, opt
+from harness.fields import opt
 from harness.model import config_json as config_view
 from harness.model import weights
 from harness.model.drafts import draft_model
-from harness.model.memory import MemoryEstimate, estimate_point, kv_cache_bytes
+from harness.model.memory import MemoryEstimate, estimate_point
 from harness.model.spec import ModelSpec, architecture
 from harness.plan.points import SweepPoint
 from harness.scenarios.batch import BatchSpec, BatchTiming
@@ -24,9 +33,6 @@ from harness.scenarios.stream import StreamSpec, StreamTiming
 
 CACHES = ("dynamic", "static")
 ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
-BATCHING = ("static", "continuous")
-# What transformers' continuous-batching manager runs (eager becomes its paged|eager); flex_attention it refuses.
-CONTINUOUS_ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3")
 
 
 @dataclass
@@ -82,56 +88,13 @@ class HFOptions(GenerateOptions):
                             f"{', '.join(CACHES)}")
         if self.compile and self.cache_implementation != "static":
             raise UserError(f"{key}.compile: true needs {key}.cache_implementation: static")
-        if self.batching not in BATCHING:
-            raise UserError(f"{key}.batching: {self.batching!r} is not one of {', '.join(BATCHING)}")
-        if not is_int(self.max_batch_size) or self.max_batch_size < 1:
-            raise UserError(f"{key}.max_batch_size: must be an integer of at least 1, got {self.max_batch_size!r}")
-        wait = self.max_wait_ms
-        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait < float("inf"):
-            raise UserError(f"{key}.max_wait_ms: must be a number of milliseconds, 0 or more, got {wait!r}")
-        if self.batching == "continuous":
-            if self.attn_implementation not in CONTINUOUS_ATTENTIONS:
-                raise UserError(f"{key}.attn_implementation: {self.attn_implementation!r} does not run with "
-                                f"batching: continuous; use one of {', '.join(CONTINUOUS_ATTENTIONS)}")
-            if self.cache_implementation != "dynamic" or self.compile:
-                raise UserError(f"{key}.batching: continuous runs transformers' paged KV cache, uncompiled: it takes "
-                                f"neither {key}.cache_implementation: static nor {key}.compile: true")
+        validate_batching(self, key)
 
     def static_cache(self) -> bool:
         return self.cache_implementation == "static"
 
     def compiled(self) -> bool:
         return self.compile
-
-
-class StepClock:
-    """A streamer that stamps the host clock as each decoding step hands its tokens over.
-
-    It has transformers' BaseStreamer interface (put, end), duck-typed as `generate` uses it: subclassing would
-    import transformers, and with it torch, into every process that merely plans a sweep.
-
-    `generate` calls `put` once with the prompt, then once per step with one new token
-    for every sequence of the batch, so the first stamp is the batch's TTFT instant and
-    the last one its final token, whatever the batch size. Assisted generation (one sequence)
-    hands over every token a verifying pass emits at once, as a (1, n) tensor: each of them
-    gets that pass's stamp, so `stamps[k]` is always the arrival of token k + 1.
-    """
-
-    def __init__(self, sync: Callable[[], None]):
-        self.sync = sync
-        self.stamps: List[float] = []
-        self._seen_prompt = False
-
-    def put(self, value) -> None:
-        if not self._seen_prompt:
-            self._seen_prompt = True
-            return
-        self.sync()
-        now = time.perf_counter()
-        self.stamps.extend([now] * (value.shape[-1] if value.dim() == 2 else 1))
-
-    def end(self) -> None:
-        pass
 
 
 class HFBackend(Backend):
@@ -195,16 +158,7 @@ class HFBackend(Backend):
                                       estimate.kv_cache_bytes + draft.kv_cache_bytes, estimate.activation_bytes)
         if getattr(options, "batching", "static") != "continuous":
             return estimate
-        # The manager's paged cache is sized for max_batch_size requests whatever the cap (`ContinuousBatcher.sizes`), and without
-        # flash attention it builds an attention mask over a whole step's tokens and the whole cache.
-        n = options.max_batch_size
-        sizes = cb_sizes(n, input_length, input_length + output_length)
-        cache_tokens = sizes["num_blocks"] * CB_PAGE_SIZE
-        step = sizes["max_batch_tokens"]
-        flash = options.attn_implementation.startswith("flash")
-        mask = 0 if flash else step * (cache_tokens + step) * model.dtype_bytes
-        return MemoryEstimate(estimate.weights_bytes, kv_cache_bytes(model, 1, cache_tokens),
-                              estimate_point(model, n, input_length, output_length, eager).activation_bytes + mask)
+        return continuous_estimate(options, model, estimate, input_length, output_length)
 
     def load(self) -> None:
         import torch
@@ -215,7 +169,7 @@ class HFBackend(Backend):
             raise RuntimeError("device: cuda requested but torch sees no CUDA device")
         kwargs = dict(dtype=dtype, attn_implementation=self.options.attn_implementation)
         if self.model.weights == "random":
-            # Built on meta, then every value drawn from harness.weights: the same weights every backend builds.
+            # Built on meta, then every value drawn from harness.model.weights: the same weights every backend builds.
             model = weights.build_empty(self.model.hf_config, **kwargs)
             weights.materialize(model, device, init_range=weights.init_range_of(self.model.hf_config))
         else:
@@ -294,15 +248,7 @@ class HFBackend(Backend):
         if self.assisted is not None:
             info["speculative"] = self.assisted.describe()
         if self.shape.scenario == "stream" and "stream" in self.scenarios:
-            o = self.options
-            if o.batching == "static":
-                info.update(batching="static", max_batch_size=o.max_batch_size, max_wait_ms=o.max_wait_ms)
-            else:
-                sizes = cb_sizes(o.max_batch_size, self.shape.max_input_length, self.shape.max_tokens)
-                info.update(batching="continuous", max_requests_per_batch=sizes["max_requests_per_batch"],
-                            max_batch_tokens=sizes["max_batch_tokens"], kv_cache_blocks=sizes["num_blocks"],
-                            kv_cache_page_size=CB_PAGE_SIZE,
-                            kv_cache_capacity_tokens=sizes["num_blocks"] * CB_PAGE_SIZE)
+            info.update(batching_info(self.options, self.shape))
         return info
 
     def built_architecture(self) -> Dict[str, object]:
@@ -369,12 +315,7 @@ def _attention_unsupported(options: GenerateOptions, scenario: str, model: Optio
     if options.attn_implementation != "eager":
         return (f"transformers' {only} has eager attention only (no {options.attn_implementation} kernel): "
                 "set attn_implementation: eager")
-    if scenario == "stream" and getattr(options, "batching", "static") == "continuous":
-        # Checked: the manager runs it without complaint, but MPT's own attention never reads the paged cache, so
-        # its tokens differ from generate's.
-        return (f"transformers' continuous batching runs models on its attention interface (paged KV cache); "
-                f"{only} computes its own attention: use batching: static")
-    return None
+    return continuous_attention_unsupported(options, scenario, only)
 
 
 def device_sync(device: str) -> Callable[[], None]:
@@ -389,13 +330,3 @@ def _eos_ids(hf_config) -> List[int]:
     if eos is None:
         raise RuntimeError("model config has no eos_token_id; cannot force the output length")
     return list(eos) if isinstance(eos, (list, tuple)) else [eos]
-
-
-def tokens_produced(generated: List[List[int]], eos_ids: List[int], budgets: Sequence[int]) -> Tuple[int, ...]:
-    """Real tokens per sequence: up to and including the first EOS (the rest is padding), at most its budget."""
-    eos = set(eos_ids)
-    counts = []
-    for row, budget in zip(generated, budgets):
-        stop = next((i + 1 for i, token in enumerate(row) if token in eos), len(row))
-        counts.append(min(stop, budget))
-    return tuple(counts)

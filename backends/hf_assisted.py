@@ -68,7 +68,7 @@ def load_draft(spec: SpeculativeConfig, target: ModelSpec, device: str, build_kw
     from transformers import AutoModelForCausalLM
 
     draft = draft_model(spec, target)
-    if draft.weights == "random":  # harness.weights seeds by name: the target's first layers, where shapes match
+    if draft.weights == "random":  # harness.model.weights seeds by name: the target's first layers, where shapes match
         net = weights.build_empty(draft.hf_config, **build_kwargs)
         weights.materialize(net, device, init_range=weights.init_range_of(draft.hf_config))
     else:  # the draft's checkpoint; for layers_of_target the target's, read as far as the fewer layers go

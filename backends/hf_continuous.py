@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from functools import partial
 from typing import Dict, List
 
 from harness.plan.points import SweepShape
@@ -53,48 +54,42 @@ class ContinuousBatcher:
         hold and sampled tokens do not repeat run to run.
         """
         requests = stream.requests
+        self._check_fits(requests)
+        manager = self._manager_for(requests)
+        eos = [] if requests.forced else list(self.eos_ids)
+        tag = next(self._stream_ids)
+        return run_stream(stream, partial(self._submit, manager, requests, eos, tag), loop=self._loop)
+
+    def _check_fits(self, requests: BatchSpec) -> None:
+        """Refuse a stream with a request longer than the manager's KV cache before its clock starts."""
         capacity = self.sizes()["num_blocks"] * CB_PAGE_SIZE
         longest = max(len(p) + n for p, n in zip(requests.prompts, requests.max_tokens))
         if longest > capacity:
             raise RuntimeError(f"a request of {longest} tokens does not fit the manager's KV cache ({capacity} tokens, "
                                f"sized for the sweep's longest request)")
-        manager = self._manager_for(requests)
-        eos = [] if requests.forced else list(self.eos_ids)
-        tag = next(self._stream_ids)
 
-        async def submit(index: int) -> Submitted:
-            sent_s = time.perf_counter()  # drive stamps sent_s just before this: no later than it
-            request_id = f"stream{tag}-{index}"
-            clock, done = TokenClock(), asyncio.get_running_loop().create_future()
-            seen = [0]
+    async def _submit(self, manager, requests: BatchSpec, eos: List[int], tag: int, index: int) -> Submitted:
+        """Add request `index` of stream `tag` to the running manager and wait for its last token: `drive`'s submit."""
+        sent_s = time.perf_counter()  # drive stamps sent_s just before this: no later than it
+        request_id = f"stream{tag}-{index}"
+        clock, done = TokenClock(), asyncio.get_running_loop().create_future()
+        seen = [0]
 
-            def on_output(output) -> None:  # on the event loop, once per token (streaming) and at the end
-                clock.arrived(len(output.generated_tokens) - seen[0])
-                seen[0] = len(output.generated_tokens)
-                if output.is_finished() and not done.done():
-                    done.set_result(output)
+        def on_output(output) -> None:  # on the event loop, once per token (streaming) and at the end
+            clock.arrived(len(output.generated_tokens) - seen[0])
+            seen[0] = len(output.generated_tokens)
+            if output.is_finished() and not done.done():
+                done.set_result(output)
 
-            manager.register_result_handler(request_id, on_output)
-            added = manager.add_request(list(requests.prompts[index]), request_id=request_id,
-                                        max_new_tokens=requests.max_tokens[index], streaming=True,
-                                        record_timestamps=True, eos_token_id=eos)
-            if added is None:
-                with manager.output_router._lock:
-                    manager.output_router.result_handlers.pop(request_id, None)
-                raise RuntimeError(f"the continuous-batching manager refused the request ({_manager_state(manager)})")
-            output = await done
-            if output.error:
-                raise RuntimeError(output.error)
-            stamps = output.timestamps or ()
-            if len(stamps) != len(output.generated_tokens) or not stamps:
-                raise RuntimeError(f"the manager stamped {len(stamps)} of {len(output.generated_tokens)} tokens")
-            if not sent_s <= output.created_time <= output.lifespan[0] <= stamps[0] <= stamps[-1] <= clock.last_s:
-                raise RuntimeError("the manager's timestamps fall outside the request's window: clock mismatch")
-            return Submitted(stamps[0], stamps[-1], output_tokens=len(output.generated_tokens),
-                             token_gaps_s=clock.gaps_s(), queued_s=output.lifespan[0] - output.created_time,
-                             token_ids=tuple(output.generated_tokens))
-
-        return run_stream(stream, submit, loop=self._loop)
+        manager.register_result_handler(request_id, on_output)
+        added = manager.add_request(list(requests.prompts[index]), request_id=request_id,
+                                    max_new_tokens=requests.max_tokens[index], streaming=True,
+                                    record_timestamps=True, eos_token_id=eos)
+        if added is None:
+            with manager.output_router._lock:
+                manager.output_router.result_handlers.pop(request_id, None)
+            raise RuntimeError(f"the continuous-batching manager refused the request ({_manager_state(manager)})")
+        return _submitted(await done, sent_s, clock)
 
     def sizes(self) -> Dict[str, int]:
         """The manager's limits: max_batch_size requests per step, and a KV cache that holds that many of the
@@ -163,6 +158,21 @@ def cb_sizes(max_batch_size: int, longest_input: int, longest_request: int) -> D
     return {"max_requests_per_batch": n,
             "num_blocks": -(-n * max(1, longest_request) // CB_PAGE_SIZE) + n,
             "max_batch_tokens": max(n, min(CB_MAX_BATCH_TOKENS, n * max(1, longest_input)))}
+
+
+def _submitted(output, sent_s: float, clock: TokenClock) -> Submitted:
+    """A finished request's timing, from the manager's own per-token stamps, checked against the window in which this
+    side sent the request (`sent_s`) and received its last token (`clock`)."""
+    if output.error:
+        raise RuntimeError(output.error)
+    stamps = output.timestamps or ()
+    if len(stamps) != len(output.generated_tokens) or not stamps:
+        raise RuntimeError(f"the manager stamped {len(stamps)} of {len(output.generated_tokens)} tokens")
+    if not sent_s <= output.created_time <= output.lifespan[0] <= stamps[0] <= stamps[-1] <= clock.last_s:
+        raise RuntimeError("the manager's timestamps fall outside the request's window: clock mismatch")
+    return Submitted(stamps[0], stamps[-1], output_tokens=len(output.generated_tokens),
+                     token_gaps_s=clock.gaps_s(), queued_s=output.lifespan[0] - output.created_time,
+                     token_ids=tuple(output.generated_tokens))
 
 
 def _manager_state(manager) -> str:

@@ -2,9 +2,9 @@
 
 The harness either sends to a server that is already running (`base_url`) or starts one itself (`command`)
 on a free port of 127.0.0.1 and stops its whole process group in `close()`. Requests are streamed
-`POST /v1/completions` calls with the prompt as token ids; every SSE chunk that carries tokens is stamped on
-arrival with the harness's clock, so TTFT and TPOT include the server's HTTP and detokenizing path, as vLLM's
-own serving benchmark (`vllm bench serve`) measures them.
+`POST /v1/completions` calls with the prompt as token ids (backends/openai_client.py); every SSE chunk that carries
+tokens is stamped on arrival with the harness's clock, so TTFT and TPOT include the server's HTTP and detokenizing
+path, as vLLM's own serving benchmark (`vllm bench serve`) measures them.
 
 Named openai_server.py, not openai.py, so that nothing can shadow the `openai` package.
 """
@@ -22,23 +22,20 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from backends.base import Backend, BackendOptions, Placement
+from backends.openai_client import HARNESS_FIELDS, CompletionsClient
 from backends.server_process import exit_wording, log_tail, start_server, stop_group
 from backends.vllm_architectures import removed_architecture
-from harness.errors import ShortOutputError, UserError
+from harness.errors import UserError
 from harness.fields import opt
 from harness.model.memory import MemoryEstimate
 from harness.run.process_group import free_port
 from harness.scenarios.batch import BatchSpec, BatchTiming
-from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, drive, paused_gc
+from harness.scenarios.stream import StreamSpec, StreamTiming, paused_gc
 
-# Body fields the harness sets from the sweep (prompt, budget, sampling, seed): extra_body may not change them.
-HARNESS_FIELDS = ("model", "prompt", "max_tokens", "min_tokens", "ignore_eos", "stream", "stream_options",
-                  "temperature", "top_p", "top_k", "seed", "n")
 # Copied next to the resolved config.json, when the model's folder has them, so that the server can detokenize.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
                    "added_tokens.json", "vocab.json", "merges.txt", "chat_template.jinja")
@@ -155,9 +152,11 @@ class OpenAIBackend(Backend):
         except BaseException:
             self.close()
             raise
-        self._headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json"}
         if o.api_key_env:
-            self._headers["Authorization"] = f"Bearer {os.environ[o.api_key_env]}"
+            headers["Authorization"] = f"Bearer {os.environ[o.api_key_env]}"
+        self.client = CompletionsClient(self.base_url, self.served_model, headers, o.request_timeout_s,
+                                        o.continuous_usage_stats, o.extra_body)
         self._loop = asyncio.new_event_loop()
 
     def _start_server(self) -> str:
@@ -255,91 +254,7 @@ class OpenAIBackend(Backend):
 
     def serve(self, stream: StreamSpec) -> StreamTiming:
         with paused_gc():
-            return self._loop.run_until_complete(self._serve(stream))
-
-    async def _serve(self, stream: StreamSpec) -> StreamTiming:
-        import aiohttp
-
-        bodies = self.request_bodies(stream.requests)  # serialized before the clock starts
-        timeout = aiohttp.ClientTimeout(total=self.options.request_timeout_s)
-        # limit=0: no connection pool cap, so max_concurrency (in `drive`) is the only one.
-        connector = aiohttp.TCPConnector(limit=0)
-        # read_bufsize: room for long SSE lines (a first chunk may echo the prompt's ids).
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self._headers,
-                                         read_bufsize=1 << 20) as session:
-            return await drive(stream, partial(self._submit, session, bodies, stream.requests))
-
-    def request_bodies(self, batch: BatchSpec) -> List[bytes]:
-        """One JSON body per request: its token ids, budget, sampling and seed, plus `extra_body`."""
-        s = batch.sampling
-        stream_options: Dict[str, Any] = {"include_usage": True}
-        if self.options.continuous_usage_stats:
-            stream_options["continuous_usage_stats"] = True
-        bodies = []
-        for i, (prompt, max_tokens) in enumerate(zip(batch.prompts, batch.max_tokens)):
-            body: Dict[str, Any] = {"model": self.served_model, "prompt": list(prompt), "max_tokens": max_tokens,
-                                    "stream": True, "stream_options": stream_options,
-                                    "temperature": s.temperature, "top_p": s.top_p}
-            if s.top_k > 0:
-                body["top_k"] = s.top_k  # not in OpenAI's API; vLLM, SGLang and TGI take it
-            if batch.seeds:
-                body["seed"] = batch.seeds[i]
-            if batch.forced:
-                # Exactly max_tokens: vLLM's and SGLang's extensions to the OpenAI API (EOS ignored, no early stop).
-                body["ignore_eos"] = True
-                body["min_tokens"] = max_tokens
-            body.update(self.options.extra_body)
-            bodies.append(json.dumps(body).encode())
-        return bodies
-
-    async def _submit(self, session, bodies: List[bytes], batch: BatchSpec, index: int) -> Submitted:
-        """Send request `index`, stamp every chunk that carries tokens, return when the stream ends."""
-        clock = TokenClock()
-        counted, usage_tokens, token_ids, done = 0, None, [], False
-        async with session.post(self.base_url + "/v1/completions", data=bodies[index]) as response:
-            if response.status != 200:
-                detail = " ".join((await response.text())[:300].split())
-                raise RuntimeError(f"HTTP {response.status} from {self.base_url}/v1/completions: {detail}")
-            async for raw in response.content:  # one SSE line at a time, as it arrives
-                line = raw.strip()
-                if not line.startswith(b"data:"):
-                    continue  # blank separators, `: ping` comments, `event:` lines
-                payload = line[5:].strip()
-                if payload == b"[DONE]":
-                    done = True
-                    break
-                chunk = json.loads(payload)
-                if chunk.get("error"):
-                    raise RuntimeError(f"server error mid-stream: {chunk['error']}")
-                usage = chunk.get("usage") or {}
-                if usage.get("completion_tokens") is not None:
-                    usage_tokens = int(usage["completion_tokens"])
-                choices = chunk.get("choices")
-                if not choices:
-                    continue  # the final usage-only chunk: no token
-                if usage.get("completion_tokens") is not None:
-                    # continuous_usage_stats: the running completion count, so this chunk carries the difference
-                    # (more than one when the server coalesces steps, 0 for a chunk that only ends the stream).
-                    count = usage_tokens - counted
-                else:
-                    # No per-chunk usage: one token per chunk, as vLLM's serving benchmark counts; `text` may be
-                    # empty (special tokens, or a UTF-8 character split over tokens) and still be a token.
-                    count = 1
-                clock.arrived(count)
-                counted += max(count, 0)
-                ids = choices[0].get("token_ids")  # vLLM with return_token_ids in extra_body
-                if ids:
-                    token_ids.extend(ids)
-        if not done:
-            raise RuntimeError("the stream ended before data: [DONE] (connection closed)")
-        output_tokens = usage_tokens if usage_tokens is not None else counted
-        budget = batch.max_tokens[index]
-        if batch.forced and output_tokens != budget:
-            raise ShortOutputError(f"request {index} got {output_tokens} tokens, asked for exactly {budget}")
-        if clock.first_s is None:
-            raise RuntimeError(f"request {index}: the stream carried no token")
-        return Submitted(clock.first_s, clock.last_s, output_tokens, clock.gaps_s(),
-                         token_ids=tuple(token_ids) if len(token_ids) == output_tokens else None)
+            return self._loop.run_until_complete(self.client.serve(stream))
 
     # --- the rest -------------------------------------------------------------------------------------------
 

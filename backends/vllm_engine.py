@@ -1,14 +1,12 @@
 """vLLM, timed from the engine's own per-request timestamps: the offline engine (`vllm.LLM`) for static
-batches, its async engine (`AsyncLLM`) for request streams.
+batches, its async engine (`AsyncLLM`, backends/vllm_stream.py) for request streams.
 
 Named vllm_engine.py, not vllm.py, so that nothing can shadow the `vllm` package.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import itertools
 import os
 import re
 import tempfile
@@ -20,6 +18,7 @@ from typing import Any, Dict, List, Optional
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
 from backends.vllm_architectures import removed_architecture
 from backends.vllm_speculative import SPEC_METHODS, spec_totals, speculative_config
+from backends.vllm_stream import AsyncEngine
 from harness.errors import UserError
 from harness.fields import opt
 from harness.measure.peak_memory import DeviceMemoryInUse, ProcessTreeMemory
@@ -28,12 +27,9 @@ from harness.model.memory import GiB, MemoryEstimate, estimate_point, kv_cache_b
 from harness.model.spec import TORCH_DTYPES, ModelSpec
 from harness.plan.points import SweepShape
 from harness.scenarios.batch import BatchSpec, BatchTiming
-from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
+from harness.scenarios.stream import StreamSpec, StreamTiming
 
 CPU_KV_CACHE_DEFAULT_BYTES = 2 * GiB
-# How long the async engine's processes get to exit on their own at close(); vLLM's default is 5 s, and a CPU
-# worker alone takes 3-4 s to wind down on 2 busy cores, so the engine core was often killed mid-teardown.
-ENGINE_SHUTDOWN_TIMEOUT_S = 60.0
 # Engine arguments the harness sets itself: the measurement depends on them.
 HARNESS_ARGS = ("model", "load_format", "skip_tokenizer_init", "dtype", "seed", "disable_log_stats", "tokenizer")
 # engine_args keys that duplicate a typed option: one place per setting.
@@ -110,8 +106,8 @@ def split_cores(cores: List[int], ranks: int) -> str:
 
 class VLLMBackend(Backend):
     """`scenario: batch` runs each batch through `vllm.LLM.generate`; `scenario: stream` builds vLLM's async
-    engine (`AsyncLLM`, the one its OpenAI server uses) instead, on an event loop this backend owns, and
-    hands it each request as it arrives (`serve`)."""
+    engine (`AsyncLLM`, the one its OpenAI server uses) instead, on an event loop of its own
+    (backends/vllm_stream.py), and hands it each request as it arrives (`serve`)."""
 
     Options = VLLMOptions
     engine_modules = ("torch", "vllm")
@@ -173,7 +169,8 @@ class VLLMBackend(Backend):
     def load(self) -> None:
         self._check_same_clock()
         if self.shape.scenario == "stream":
-            vllm_config = self._load_async()
+            self.engine = AsyncEngine(self._engine_args())
+            vllm_config = self.engine.vllm_config
         else:
             from vllm import LLM
 
@@ -182,37 +179,6 @@ class VLLMBackend(Backend):
         self.cache, self.scheduler = vllm_config.cache_config, vllm_config.scheduler_config
         self.compilation, self.attention = vllm_config.compilation_config, vllm_config.attention_config
         self.model_config, self.spec_config = vllm_config.model_config, vllm_config.speculative_config
-
-    def _load_async(self):
-        """AsyncLLM with the same engine arguments, built on the loop every stream of this backend runs on.
-
-        Built from inside that loop, so that its background tasks (the socket reader and the output handler,
-        which feed each request's outputs) belong to it from the start. The engine core runs in its own
-        process (V1 multiprocessing): generating holds neither this process's GIL nor its event loop.
-
-        vLLM picks max_num_seqs and max_num_batched_tokens by usage context; AsyncLLM's default context
-        (ENGINE_CONTEXT) falls back to SchedulerConfig's 128 sequences and 2,048 tokens on every platform,
-        `vllm.LLM`'s (LLM_CLASS) to per-platform ones (CPU: 256 and 4,096; H100: 1,024 and 16,384). LLM_CLASS
-        here too: a stream and a batch of one sweep run the same scheduler limits (`runtime_info` shows them;
-        `vllm serve` would pick OPENAI_API_SERVER's, which engine_args can pin).
-        """
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.usage.usage_lib import UsageContext
-        from vllm.v1.engine.async_llm import AsyncLLM
-
-        args = AsyncEngineArgs(**self._engine_args())
-        self._loop = asyncio.new_event_loop()
-        self._request_ids = itertools.count()
-
-        async def build():
-            return AsyncLLM.from_engine_args(args, usage_context=UsageContext.LLM_CLASS)
-
-        try:
-            self.engine = self._loop.run_until_complete(build())
-        except BaseException:
-            self._loop.close()
-            raise
-        return self.engine.vllm_config
 
     def _engine_args(self) -> Dict[str, Any]:
         o = self.options
@@ -282,55 +248,14 @@ class VLLMBackend(Backend):
         return BatchTiming(start, max(firsts), max(lasts), end, tuple(map(len, token_ids)), firsts, lasts, token_ids)
 
     def serve(self, stream: StreamSpec) -> StreamTiming:
-        """Each request goes to `AsyncLLM.generate` at its scheduled time (`harness.scenarios.stream.drive`) and is batched
-        with whatever the engine is running (continuous batching).
-
-        Outputs are asked for as deltas, so every engine step's new tokens are handed over as soon as they are
-        made; a TokenClock stamps each hand-over (`token_gaps_s`: the gaps a client sees). `first_token_s`,
-        `last_token_s` and `queued_s` are the engine's own per-request stamps (`RequestOutput.metrics`, filled
-        because the harness sets disable_log_stats=False; the final delta's metrics object holds every stamp),
-        as in `run`: they do not include the hop from the engine process back to this one.
-        """
-        from vllm.inputs import TokensPrompt
+        """Each request goes to the async engine at its scheduled time and is batched with whatever the engine is
+        running (backends/vllm_stream.py); its outputs are asked for as deltas, one per engine step."""
         from vllm.sampling_params import RequestOutputKind
 
         if getattr(self, "engine", None) is None:
             raise RuntimeError("vLLM was loaded for scenario: batch (vllm.LLM); streams need the async engine")
-        requests = stream.requests
-        params = sampling_params(requests, output_kind=RequestOutputKind.DELTA)
-        engine, tag = self.engine, next(self._request_ids)
-
-        async def submit(index: int) -> Submitted:
-            sent_s = time.perf_counter()  # drive stamps sent_s just before this: no later than it
-            prompt = TokensPrompt(prompt_token_ids=list(requests.prompts[index]))
-            clock, ids, final = TokenClock(), [], None
-            async for out in engine.generate(prompt, params[index], request_id=f"stream{tag}-{index}"):
-                new = out.outputs[0].token_ids
-                clock.arrived(len(new))
-                ids.extend(new)
-                final = out
-            if not ids:
-                raise RuntimeError("vLLM returned no tokens")
-            m = final.metrics
-            if m is None or not m.first_token_ts or not m.last_token_ts:
-                raise RuntimeError("vLLM returned no per-request timestamps (RequestOutput.metrics is empty)")
-            # The engine stamps in its own process with time.monotonic (_check_same_clock): queued after we sent
-            # the request, its last token before we received it, or the clocks disagree.
-            if not sent_s <= m.queued_ts <= m.first_token_ts <= m.last_token_ts <= clock.last_s:
-                raise RuntimeError("vLLM's timestamps fall outside the host's window around generate(): "
-                                   "clock mismatch")
-            queued_s = m.scheduled_ts - m.queued_ts if m.scheduled_ts and m.queued_ts else None
-            return Submitted(m.first_token_ts, m.last_token_ts, output_tokens=len(ids),
-                             token_gaps_s=clock.gaps_s(), queued_s=queued_s, token_ids=tuple(ids))
-
-        if self.options.speculative is None:
-            return run_stream(stream, submit, loop=self._loop)
-        before = spec_totals()
-        timing = run_stream(stream, submit, loop=self._loop)
-        # The engine's output handler records a step's stats after handing its outputs over, possibly a turn of
-        # the loop later than the last request saw its last token: let it run before reading the counters.
-        self._loop.run_until_complete(asyncio.sleep(0.05))
-        return dataclasses.replace(timing, spec=spec_totals() - before)
+        params = sampling_params(stream.requests, output_kind=RequestOutputKind.DELTA)
+        return self.engine.serve(stream, params, speculating=self.options.speculative is not None)
 
     def cannot_run(self, batch_size: int, input_length: int, output_length: int) -> Optional[str]:
         """A batch the engine cannot hold at once would be queued or preempted: no longer one static batch."""
@@ -379,7 +304,7 @@ class VLLMBackend(Backend):
         repr names its impl (`backend=CPUAttentionBackendImpl`). A list of names, or why it could not be read."""
         try:
             if getattr(self, "engine", None) is not None:
-                texts = self._loop.run_until_complete(self.engine.collective_rpc("get_model_inspection"))
+                texts = self.engine.collective_rpc("get_model_inspection")
             else:
                 texts = self.llm.collective_rpc("get_model_inspection")
         except Exception as e:  # an engine version without the RPC: say so, the run goes on
@@ -397,31 +322,9 @@ class VLLMBackend(Backend):
 
     def close(self) -> None:
         if getattr(self, "engine", None) is not None:
-            self._close_async()
+            engine, self.engine = self.engine, None
+            engine.close()
         elif getattr(self, "llm", None) is not None:
             del self.llm
         if getattr(self, "_tmp", None):
             self._tmp.cleanup()
-
-    def _close_async(self) -> None:
-        """Stop the engine process, then every task left on the loop, then the loop itself.
-
-        `shutdown` runs inside the loop, so that vLLM closes its sockets and cancels its tasks there and then
-        instead of scheduling that for a later turn of a loop that would never come.
-        """
-        engine, loop = self.engine, self._loop
-        self.engine = None
-
-        async def shut_down():
-            engine.shutdown(timeout=ENGINE_SHUTDOWN_TIMEOUT_S)
-            current = asyncio.current_task()
-            left = [t for t in asyncio.all_tasks() if t is not current]
-            for task in left:
-                task.cancel()
-            await asyncio.gather(*left, return_exceptions=True)
-
-        try:
-            loop.run_until_complete(shut_down())
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()

@@ -1,7 +1,7 @@
 """The request-stream client's own limit: a null engine that answers at once, driven at 1,000 requests/s.
 
 Each request is answered on the event loop as soon as it is sent (one token, no work), so everything
-measured is the harness: how late `harness.stream.drive` releases requests after their scheduled
+measured is the harness: how late `harness.scenarios.stream.drive` releases requests after their scheduled
 arrival (the send slip). Target: p99 under 1 ms on the 2-core CI machine.
 
     python benchmarks/overhead_stream.py [--rate 1000] [--requests 5000] [--repeats 3]

@@ -112,7 +112,7 @@ def test_overrides_are_checked_by_transformers():
 def test_plan_imports_no_engine():
     """--plan for a 70B model reads configs and does arithmetic: torch or transformers on this path would cost
     3 to 6 s of the 5 s `make plan-time` allows."""
-    probe = ("import sys; from harness.cli import main; "
+    probe = ("import sys; from app.cli import main; "
              "code = main(['yamls/70b.yaml', '--plan', 'hardware.gpu=h100-sxm', 'hardware.num_gpus=8']); "
              "heavy = [m for m in ('torch', 'transformers', 'accelerate', 'vllm', 'deepspeed') if m in sys.modules];"
              "print('HEAVY', code, heavy)")

@@ -2,7 +2,8 @@
 
 import pytest
 
-from backends.hf import HFBackend, HFOptions, StepClock, tokens_produced
+from backends.hf import HFBackend, HFOptions
+from backends.hf_batching import StepClock, tokens_produced
 from harness.config.sections import ModelConfig
 from harness.model.spec import resolve_model
 from harness.plan.points import SweepShape

@@ -164,7 +164,7 @@ def test_server_dies_when_the_harness_dies(tmp_path):
     """PR_SET_PDEATHSIG: a worker killed with SIGKILL (no close()) leaves no server behind."""
     code = textwrap.dedent("""
         from backends.openai_server import OpenAIBackend, OpenAIOptions
-        from harness.sweep import SweepShape
+        from harness.plan.points import SweepShape
         options = OpenAIOptions(name="openai", command='{python} -c "import time; time.sleep(600)" {port}',
                                 startup_timeout_s=120)
         OpenAIBackend(options, None, SweepShape(0, 8, 8, scenario="stream")).load()

@@ -2,7 +2,7 @@
 scaling) and Qwen3's mixture of experts. Each must plan with the sizes transformers builds and the published
 parameter counts, and every backend must run it or say why not before anything loads.
 
-tests/test_config_view.py holds every preset's fast-path count against transformers' meta-device count; here the
+tests/test_config_json.py holds every preset's fast-path count against transformers' meta-device count; here the
 published sizes, the fields planning reads as the built model has them, MPT overrides as llm-foundry's YAMLs give
 them, the skip reasons, and one MPT sweep end to end.
 """

@@ -53,9 +53,10 @@ def backend():
     engine_processes = [p for p in psutil.Process().children(recursive=True)
                         if "resource_tracker" not in " ".join(p.cmdline())]
     assert any(p.name() == "VLLM::EngineCore" for p in engine_processes)
+    loop = b.engine.loop
     b.close()
     # close() stops the engine core, its worker and the loop, and removes the model's config folder
-    assert b._loop.is_closed()
+    assert loop.is_closed()
     assert not any(p.is_running() for p in engine_processes)
     assert not Path(b._tmp.name).exists()
 

@@ -2,7 +2,7 @@
 
 `--plan` and `--dry-run` only need a model's sizes. Importing transformers' config classes imports torch
 (about 3 s of a 5 s budget on a small host); counting parameters by building the model on the meta device
-costs more. For the families below, both come from config.json here; tests/test_config_view.py holds every
+costs more. For the families below, both come from config.json here; tests/test_config_json.py holds every
 field and count against transformers' own for each preset and for variants (GQA, biases, tied, MoE).
 Anything else (another family, a hub id, overrides) goes through transformers, as engines do.
 
