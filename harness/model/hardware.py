@@ -4,6 +4,9 @@ of (docs/measurement.md, "What the numbers mean").
 GPU peaks are datasheet figures (harness/peaks.yaml), matched from the name the driver reports. CPU peaks are
 measured on the machine by a short probe, with the threads the engines get: a STREAM-style triad over arrays far
 larger than the last-level cache, and a matmul in the sweep's dtype. A YAML `hardware:` section overrides either.
+
+And what the machine has for a sweep: its free memory (host or GPUs), its usable cores, and the machine `--plan`
+plans for instead of this one.
 """
 
 from __future__ import annotations

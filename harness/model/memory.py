@@ -1,4 +1,5 @@
-"""Memory: what a point should need, what the machine has free, and what a point really used.
+"""Memory: what a point should need (what the machine has free is harness/model/hardware.py's, what a point
+really used harness/measure/peak_memory.py's).
 
 The estimate is deliberately simple and a little generous. Its job is to keep a sweep
 from exhausting host memory (which kills the machine, not just the run) or from

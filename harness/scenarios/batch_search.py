@@ -1,10 +1,13 @@
 """`batch_sizes: auto`: the largest static batch an engine runs at each length pair.
 
-The search starts at the planner's estimate (harness/plan/capacity.py), doubles while batches run, and bisects
-between the largest batch that ran and the smallest that did not (out of memory, or skipped: over the
-memory estimate on a host, beyond the engine's own limits) until they are adjacent, or until a batch of
+The search starts at the plan's estimate (harness/plan/sweep.py, `plan_batch_search`), doubles while batches
+run, and bisects between the largest batch that ran and the smallest that did not (out of memory, or skipped:
+over the memory estimate on a host, beyond the engine's own limits) until they are adjacent, or until a batch of
 `max_batch_size` ran. Pure bookkeeping, like harness/scenarios/rate_search.py: the runner measures each probe as an
 ordinary batch point and reports whether it ran.
+
+`largest_fitting` is the same search over the memory estimate instead of real runs: where the search starts
+(harness/plan/sweep.py) and the `--plan` table (harness/plan/capacity.py).
 """
 
 from __future__ import annotations
