@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from app import foundry
+from app.foundry.translate import FOUNDRY_KEYS
 from backends.registry import BACKENDS
 from harness.config.loading import read_yaml_mapping
 from harness.config.sweep import SweepConfig, load_config
@@ -148,7 +149,7 @@ def test_detection():
     assert not foundry.is_foundry(harness_yaml)
     assert not foundry.is_foundry({**harness_yaml, "device": "cpu"})  # a harness YAML keeps the harness's own error
     ours = {f.name for f in dataclasses.fields(SweepConfig)}
-    assert not ours & set(foundry.FOUNDRY_KEYS)
+    assert not ours & set(FOUNDRY_KEYS)
 
 
 # ---- what cannot be mapped: one line naming the key ----
