@@ -16,23 +16,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
-# The sections are re-exported: callers import every config class from here.
-from harness.config.sections import (  # noqa: F401
-    DTYPES,
-    WEIGHTS,
-    HardwareConfig,
-    ModelConfig,
-    OutputConfig,
-    SamplingConfig,
-    StopConfig,
-    validate_hardware,
-    validate_model,
-    validate_sampling,
-)
 from harness.errors import UserError
-
-if typing.TYPE_CHECKING:
-    pass
 
 
 def to_dataclass(schema: type, raw: Any, prefix: str = "") -> Any:

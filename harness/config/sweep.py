@@ -16,11 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from harness.config.loading import apply_override, read_yaml_mapping, to_dataclass
-
-# The sections are re-exported: callers import every config class from here.
-from harness.config.sections import (  # noqa: F401
-    DTYPES,
-    WEIGHTS,
+from harness.config.sections import (
     HardwareConfig,
     ModelConfig,
     OutputConfig,
@@ -32,7 +28,7 @@ from harness.config.sections import (  # noqa: F401
 )
 from harness.config.stream import StreamConfig, validate_stream
 from harness.errors import UserError
-from harness.fields import is_int, opt  # opt re-exported: backends and workloads declare their options with it
+from harness.fields import is_int, opt
 
 if typing.TYPE_CHECKING:
     from harness.config.registry import Registry
