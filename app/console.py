@@ -48,6 +48,7 @@ def print_plan(plans: List[EntryPlan]) -> None:
     console.print(table)
     for label, text in workloads.items():
         console.print(f"workload{f' ({label})' if several else ''}: {text}")
+    print_destinations(plans)
     runnable = sum(pp.skip_reason is None for plan in plans for pp in plan.points)
     total = sum(len(plan.points) for plan in plans)
     console.print(f"{runnable} of {total} points fit this machine; the rest would be recorded as skipped.")
@@ -83,6 +84,13 @@ def print_capacity(rows: List[Capacity], machine: Optional[Machine], model: Opti
             reasons[c.label] = c.reason
     for label, reason in reasons.items():
         to.print(f"{label}: {reason}", style="yellow")
+
+
+def print_destinations(plans: List[EntryPlan]) -> None:
+    """Where each entry's requests go when that is not its worker (a server's URL), once per entry."""
+    for label, where in dict.fromkeys((plan.label, plan.backend_cls.destination(plan.options)) for plan in plans):
+        if where:
+            console.print(f"backend {label}: {where}", markup=False)
 
 
 def warn_unavailable(plans: List[EntryPlan]) -> None:
@@ -164,6 +172,10 @@ class SweepProgress:
 
     def __exit__(self, *exc) -> None:
         self.progress.stop()
+
+    def note(self, text: str) -> None:
+        """A line above the bar, flushed at once, also when stdout is a file or a pipe."""
+        self.progress.console.print(text, markup=False, soft_wrap=True)
 
     def point_done(self, row: Dict[str, object]) -> None:
         shown = {**row, "backend": f"{row['model']} / {row['backend']}"} if self.several_models else row

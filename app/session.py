@@ -11,7 +11,14 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from app.console import SweepProgress, console, print_summary, print_time_budget, warn_unavailable
+from app.console import (
+    SweepProgress,
+    console,
+    print_destinations,
+    print_summary,
+    print_time_budget,
+    warn_unavailable,
+)
 from harness.config.speculative import baselines as spec_baselines
 from harness.config.sweep import SweepConfig, to_plain
 from harness.errors import UserError
@@ -30,6 +37,7 @@ from harness.plan.points import EntryPlan
 from harness.run.launcher import WorkerRun
 from harness.run.runner import EntryRunner, RunEvents
 from harness.run.time_budget import process_age_s, sweep_budget
+from harness.run.wait_notices import WaitNotices
 from harness.run.worker import WorkerJob
 
 PEAKS_CACHE = "hardware_peaks.json"  # the CPU probe's figures, per dtype (harness/model/hardware.py)
@@ -103,6 +111,7 @@ def run_sweep(config: SweepConfig, plans: List[EntryPlan], out: ResultsDir, done
     out.write_manifest(manifest)
     options.observer.started(out)
     warn_unavailable(plans)
+    print_destinations(plans)
     statuses, interrupted = [], False
     todo = sum(point_key(p.model.label, p.label, pp.point) not in done for p in plans for pp in p.points)
     with SweepProgress(todo, several_models=len(groups) > 1) as progress:
@@ -117,7 +126,7 @@ def run_sweep(config: SweepConfig, plans: List[EntryPlan], out: ResultsDir, done
             options.observer.point_written()
 
         try:
-            run_entries(plans, manifest, config, done, emit, out)
+            run_entries(plans, manifest, config, done, emit, out, progress.note)
         except KeyboardInterrupt:
             interrupted = True
     finish_manifest(manifest, out, options, startup_s, peaks_s, interrupted)
@@ -245,15 +254,17 @@ def draw_charts(folder: Path) -> None:
 
 
 def run_entries(plans: List[EntryPlan], manifest: dict, config: SweepConfig, done: set,
-                emit: Callable[[PointResult], None], out: ResultsDir) -> None:
+                emit: Callable[[PointResult], None], out: ResultsDir, say: Callable[[str], None]) -> None:
     """Every entry in order, each one's runtime into the manifest as it ends; the worker still closing its engine
-    is ended here, whether the loop finished or not."""
+    is ended here, whether the loop finished or not. `say` tells the console what a worker is waiting for."""
     closing: Optional[WorkerRun] = None  # the last worker, closing its engine while the next one starts
     several = len(model_groups(plans)) > 1
     try:
         for plan, entry in zip(plans, manifest["backends"]):
             log = out.path / "logs" / (f"{_file_name(plan.model.label)}/" if several else "") / f"{plan.label}.log"
-            entry["runtime"], closing = run_entry(plan, config, done, emit, log, closing)
+            label = f"{plan.model.label} / {plan.label}" if several else plan.label
+            notices = WaitNotices(label, say, log)
+            entry["runtime"], closing = run_entry(plan, config, done, emit, log, closing, notices)
             out.write_manifest(manifest)
     finally:
         if closing is not None:
@@ -261,7 +272,7 @@ def run_entries(plans: List[EntryPlan], manifest: dict, config: SweepConfig, don
 
 
 def run_entry(plan: EntryPlan, config: SweepConfig, done: set, emit: Callable[[PointResult], None], log: Path,
-              previous: Optional[WorkerRun]) -> Tuple[dict, Optional[WorkerRun]]:
+              previous: Optional[WorkerRun], notices: WaitNotices) -> Tuple[dict, Optional[WorkerRun]]:
     """In a worker process when there is something to run; in-process when every point is skipped anyway.
 
     Returns the entry's runtime (its worker fills in the rest as it ends) and the worker still closing its engine,
@@ -274,7 +285,7 @@ def run_entry(plan: EntryPlan, config: SweepConfig, done: set, emit: Callable[[P
         EntryRunner(plan, model, config, context, RunEvents(emit)).run(done)
         return {}, previous
     job = WorkerJob(plan, model, config, context, done)
-    worker = WorkerRun(job, emit, log, config.load_timeout_s, config.point_timeout_s)
+    worker = WorkerRun(job, emit, log, config.load_timeout_s, config.point_timeout_s, notices)
     try:
         closing = worker.run(previous)
     except BaseException:  # Ctrl-C: no worker outlives the sweep, and none runs on unrecorded

@@ -123,6 +123,11 @@ class Backend(ABC):
         return None
 
     @classmethod
+    def destination(cls, options: BackendOptions) -> Optional[str]:
+        """Where the entry's requests go, when that is not this process (a server's URL): said by --dry-run."""
+        return None
+
+    @classmethod
     def stream_batch_limit(cls, options: BackendOptions) -> Optional[int]:
         """The most requests the engine runs at once in a stream, where the options fix it (memory estimates)."""
         return None

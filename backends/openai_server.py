@@ -40,13 +40,15 @@ from harness.scenarios.stream import StreamSpec, StreamTiming, paused_gc
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
                    "added_tokens.json", "vocab.json", "merges.txt", "chat_template.jinja")
 POLL_S = 0.25
+# Waiting for a server: a line into the worker's log this often (the sweep's console shows the latest).
+PROGRESS_EVERY_S = 5.0
 
 
 @dataclass
 class OpenAIOptions(BackendOptions):
     base_url: Optional[str] = opt(
-        None, help="A running server to send to, e.g. http://127.0.0.1:8000 (the harness only sends requests). "
-        "Exactly one of base_url and command."
+        None, help="A running server to send to, e.g. http://127.0.0.1:8000 or http://127.0.0.1:8000/v1 (the "
+        "harness only sends requests). Exactly one of base_url and command."
     )
     command: Optional[str] = opt(
         None, help="Command line that starts the server; the harness runs it, waits for it to be healthy and "
@@ -56,8 +58,12 @@ class OpenAIOptions(BackendOptions):
     )
     model: Optional[str] = opt(None, help="`model` sent in every request; default: the first id of GET /v1/models.")
     api_key_env: Optional[str] = opt(None, help="Environment variable holding an API key, sent as a Bearer token.")
-    health_path: str = opt("/health", help="GET path that answers 200 once the server is ready.")
-    startup_timeout_s: float = opt(600.0, help="Seconds the server may take to answer health_path with 200.")
+    health_path: str = opt("/health", help="GET path, from the server's root (base_url without /v1), that answers "
+                           "200 once the server is ready.")
+    startup_timeout_s: float = opt(600.0, help="With command: seconds the server the harness starts may take to "
+                                   "answer health_path with 200.")
+    connect_timeout_s: float = opt(30.0, help="With base_url: seconds a server that refuses connections is waited "
+                                   "for (it may still be starting); any answer other than 200 ends the entry at once.")
     request_timeout_s: float = opt(600.0, help="Seconds one request may take, from sending to its last chunk.")
     continuous_usage_stats: bool = opt(
         True, help="Ask for usage in every chunk (vLLM's stream_options.continuous_usage_stats), which tells how "
@@ -82,7 +88,7 @@ class OpenAIOptions(BackendOptions):
                 raise UserError(f"{key}.command: must contain {{port}}, the port the harness picks and sends to")
         if not self.health_path.startswith("/"):
             raise UserError(f"{key}.health_path: must start with '/', got {self.health_path!r}")
-        for name in ("startup_timeout_s", "request_timeout_s"):
+        for name in ("startup_timeout_s", "connect_timeout_s", "request_timeout_s"):
             if getattr(self, name) <= 0:
                 raise UserError(f"{key}.{name}: must be more than 0 s, got {getattr(self, name)}")
         if self.api_key_env is not None and not os.environ.get(self.api_key_env):
@@ -91,6 +97,27 @@ class OpenAIOptions(BackendOptions):
             if field_name in HARNESS_FIELDS:
                 raise UserError(f"{key}.extra_body.{field_name}: set by the harness from the sweep "
                                 f"({', '.join(HARNESS_FIELDS)} are)")
+
+
+def server_root(base_url: str) -> str:
+    """The server's root from `base_url` as users write it: with or without a trailing `/v1` and slash. Requests go
+    to root + /v1/..., health to root + health_path (vLLM and SGLang answer /health at the root, not under /v1)."""
+    root = base_url.strip().rstrip("/")
+    return root[:-len("/v1")] if root.endswith("/v1") else root
+
+
+def health_refusal(url: str, status: int) -> str:
+    """One line for a running server whose health check answered `status`, not 200: what it means, what to set."""
+    if status == 404:
+        fix = ("the server has no such path; set health_path to one it answers with 200 (vLLM, SGLang and TGI answer "
+               "/health at the root, which is base_url without /v1)")
+    elif status in (401, 403):
+        fix = "the server wants an API key; set api_key_env to the environment variable that holds it"
+    elif status >= 500:
+        fix = "the server is up but not healthy (still loading, or failing); see its log, then run again"
+    else:
+        fix = "set health_path to a path this server answers with 200"
+    return f"{url} answered HTTP {status}, not 200: {fix}"
 
 
 def starts_vllm(command: Optional[str]) -> bool:
@@ -128,6 +155,12 @@ class OpenAIBackend(Backend):
         return Placement(device="cpu")
 
     @classmethod
+    def destination(cls, options: OpenAIOptions) -> Optional[str]:
+        if options.base_url is not None:
+            return f"requests to {server_root(options.base_url)}/v1/completions"
+        return "requests to the server its command starts, on a free port of 127.0.0.1"
+
+    @classmethod
     def estimate_memory(cls, options: OpenAIOptions, model, batch_size: int, input_length: int,
                         output_length: int) -> MemoryEstimate:
         """The server's memory is not the harness's to plan: nothing is estimated and no point is skipped for it."""
@@ -145,7 +178,7 @@ class OpenAIBackend(Backend):
             if o.command is not None:
                 self.base_url = self._start_server()
             else:
-                self.base_url = o.base_url.rstrip("/")
+                self.base_url = server_root(o.base_url)
                 self._wait_healthy()
             self.served_model = o.model or self._first_model()
             self.server_version = self._server_version()
@@ -195,32 +228,48 @@ class OpenAIBackend(Backend):
         return str(folder)
 
     def _wait_healthy(self, base_url: Optional[str] = None) -> None:
-        """Poll GET health_path until it answers 200; a server process that exits, or the timeout, ends it."""
-        base_url = base_url or self.base_url
-        url = base_url + self.options.health_path
-        timeout_s = self.options.startup_timeout_s
-        deadline = time.monotonic() + timeout_s
-        last = "no answer"
+        """Poll GET health_path until it answers 200. A server the harness started may answer otherwise while it
+        loads, until startup_timeout_s; a running one (base_url) may only refuse connections, until
+        connect_timeout_s: any other answer is final. A started server that exits ends the wait at once."""
+        url = (base_url or self.base_url) + self.options.health_path
+        started_here = self._proc is not None
+        timeout_s = self.options.startup_timeout_s if started_here else self.options.connect_timeout_s
+        start = time.monotonic()
+        last, said_at = "no answer", start - PROGRESS_EVERY_S  # the first miss is said at once
         while True:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise RuntimeError(f"server {exit_wording(self._proc.returncode)} before answering {url} "
-                                   f"(command: {shlex.join(self.argv)}); last lines of its log: "
-                                   f"{log_tail(self.log_path) or '(empty)'}")
+            self._check_alive(url)
             try:
-                with urllib.request.urlopen(url, timeout=min(5.0, timeout_s)) as response:
+                request = urllib.request.Request(url, headers=self._auth_headers())
+                with urllib.request.urlopen(request, timeout=min(5.0, timeout_s)) as response:
                     if response.status == 200:
                         return
                     last = f"HTTP {response.status}"
             except urllib.error.HTTPError as e:
+                if not started_here:
+                    raise RuntimeError(health_refusal(url, e.code)) from None
                 last = f"HTTP {e.code}"
             except (OSError, ValueError) as e:  # refused while it starts, timeouts, a malformed URL
                 last = " ".join(str(getattr(e, "reason", e)).split())
-            if time.monotonic() > deadline:
-                where = ""
-                if self._proc is not None:
-                    where = f"; last lines of its log: {log_tail(self.log_path) or '(empty)'}"
-                raise RuntimeError(f"server did not answer {url} with 200 within {timeout_s:g} s (last: {last}){where}")
+            waited_s = time.monotonic() - start
+            if waited_s > timeout_s:
+                raise RuntimeError(self._never_healthy(url, timeout_s, last))
+            if time.monotonic() - said_at >= PROGRESS_EVERY_S:
+                said_at = time.monotonic()
+                print(f"waiting for {url} to answer 200: {last} ({waited_s:.0f} of {timeout_s:g} s)", flush=True)
             time.sleep(POLL_S)
+
+    def _check_alive(self, url: str) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            raise RuntimeError(f"server {exit_wording(self._proc.returncode)} before answering {url} "
+                               f"(command: {shlex.join(self.argv)}); last lines of its log: "
+                               f"{log_tail(self.log_path) or '(empty)'}")
+
+    def _never_healthy(self, url: str, timeout_s: float, last: str) -> str:
+        if self._proc is not None:
+            return (f"server did not answer {url} with 200 within {timeout_s:g} s (last: {last}); last lines of its "
+                    f"log: {log_tail(self.log_path) or '(empty)'}")
+        return (f"nothing answered {url} within {timeout_s:g} s (last: {last}): start the server, or fix base_url "
+                "(connect_timeout_s says how long a starting server is waited for)")
 
     def _get_json(self, path: str) -> Any:
         request = urllib.request.Request(self.base_url + path, headers=self._auth_headers())

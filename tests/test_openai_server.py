@@ -12,12 +12,13 @@ import numpy as np
 import psutil
 import pytest
 
-from backends.openai_server import OpenAIBackend, OpenAIOptions
+from backends.openai_server import OpenAIBackend, OpenAIOptions, server_root
 from backends.registry import BACKENDS
 from harness.config.sections import ModelConfig
 from harness.errors import UserError
 from harness.model.spec import resolve_model
 from harness.plan.points import SweepShape
+from harness.run.process_group import free_port
 from harness.scenarios.arrivals import arrival_times
 from harness.scenarios.batch import BatchSpec
 from harness.scenarios.stream import StreamSpec
@@ -123,9 +124,20 @@ def test_max_concurrency_respected(server):
     assert max(r.sent_s - r.scheduled_s for r in timing.requests) > 0
 
 
-def test_running_server_by_url(server, model):
-    """base_url mode on the same server: the model id comes from /v1/models, extra_body reaches vLLM."""
-    client = make_backend(model, base_url=server.base_url + "/", extra_body={"return_token_ids": True})
+def test_base_url_is_taken_with_or_without_v1():
+    for given in ("http://127.0.0.1:8000", "http://127.0.0.1:8000/", "http://127.0.0.1:8000/v1",
+                  "http://127.0.0.1:8000/v1/", " http://127.0.0.1:8000/v1 "):
+        assert server_root(given) == "http://127.0.0.1:8000"
+    assert server_root("https://gateway.example/llm/v1") == "https://gateway.example/llm"
+    options = OpenAIOptions(name="openai", base_url="http://127.0.0.1:8000/v1/")
+    assert OpenAIBackend.destination(options) == "requests to http://127.0.0.1:8000/v1/completions"
+
+
+@pytest.mark.parametrize("suffix", ["/", "/v1"])
+def test_running_server_by_url(server, model, suffix):
+    """base_url mode on the same server, written both ways users write it: the model id comes from /v1/models,
+    health from the root, extra_body reaches vLLM."""
+    client = make_backend(model, base_url=server.base_url + suffix, extra_body={"return_token_ids": True})
     client.load()
     try:
         info = client.runtime_info()
@@ -135,6 +147,30 @@ def test_running_server_by_url(server, model):
             assert r.ok and r.output_tokens == 5 and r.token_ids is not None and len(r.token_ids) == 5
     finally:
         client.close()
+
+
+def test_a_running_server_that_answers_health_with_an_error_ends_the_entry_at_once(server, model):
+    """vLLM has no /v1/health: a 404 is an answer, not a server still starting: one line, no waiting."""
+    client = make_backend(model, base_url=server.base_url + "/v1", health_path="/v1/health")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as failure:
+        client.load()
+    assert time.monotonic() - start < 5
+    message = str(failure.value)
+    assert message.startswith(f"{server.base_url}/v1/health answered HTTP 404, not 200: ") and "\n" not in message
+    assert "set health_path" in message
+
+
+def test_nothing_listening_is_retried_briefly_then_named(model):
+    url = f"http://127.0.0.1:{free_port()}"
+    client = make_backend(model, base_url=url + "/v1/", connect_timeout_s=1.5)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError) as failure:
+        client.load()
+    assert 1.5 <= time.monotonic() - start < 10
+    message = str(failure.value)
+    assert message.startswith(f"nothing answered {url}/health within 1.5 s (last: ") and "refused" in message
+    assert "fix base_url" in message and "\n" not in message
 
 
 def test_never_healthy_server_is_stopped(model):
@@ -163,7 +199,7 @@ def test_server_that_exits_at_once(model):
 def test_server_dies_when_the_harness_dies(tmp_path):
     """PR_SET_PDEATHSIG: a worker killed with SIGKILL (no close()) leaves no server behind."""
     code = textwrap.dedent("""
-        from backends.openai_server import OpenAIBackend, OpenAIOptions
+        from backends.openai_server import OpenAIBackend, OpenAIOptions, server_root
         from harness.plan.points import SweepShape
         options = OpenAIOptions(name="openai", command='{python} -c "import time; time.sleep(600)" {port}',
                                 startup_timeout_s=120)

@@ -26,6 +26,7 @@ from harness.measure.manifest import engine_environment
 from harness.measure.records import PointResult
 from harness.plan.points import EntryPlan, PlannedPoint
 from harness.run.process_group import end_group, free_port
+from harness.run.wait_notices import WaitNotices
 from harness.run.worker import WorkerJob
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,8 +98,9 @@ class WorkerRun:
     """
 
     def __init__(self, job: WorkerJob, emit: Callable[[PointResult], None], log_path: Path, load_timeout_s: float,
-                 point_timeout_s: float):
+                 point_timeout_s: float, notices: Optional[WaitNotices] = None):
         self.emit, self.log_path = emit, log_path
+        self.notices = notices or WaitNotices(job.plan.label, lambda text: None)
         self.load_timeout_s, self.point_timeout_s = load_timeout_s, point_timeout_s
         self.state = Supervision([pp for pp in job.plan.points
                                   if job.context.key(pp.point) not in job.done])
@@ -127,11 +129,14 @@ class WorkerRun:
             previous.end()
         state.stamp("gate_open")
         self.gate.touch()
-        self.conn = _accept(self.listener, self.proc, state, self.load_timeout_s)
+        self.notices.begin("its worker to start")
+        self.conn = _accept(self.listener, self.proc, state, self.load_timeout_s, self.notices)
         self.listener.close()
         if self.conn is not None:
+            self.notices.begin("its engine to import and load")
             _supervise(self.conn, self.proc, state, self.emit, self.load_timeout_s, self.point_timeout_s,
-                       until_reported=True)
+                       self.notices, until_reported=True)
+        self.notices.end()
         return self.conn is not None and state.failure is None and state.all_reported
 
     def end(self, abandon: bool = False) -> Dict[str, object]:
@@ -146,7 +151,9 @@ class WorkerRun:
             state.failure = state.failure or "abandoned"
         try:
             if self.conn is not None and state.failure is None and not state.done:
-                _supervise(self.conn, self.proc, state, self.emit, self.load_timeout_s, WORKER_EXIT_S)
+                self.notices.begin("its engine to close")
+                _supervise(self.conn, self.proc, state, self.emit, self.load_timeout_s, WORKER_EXIT_S, self.notices)
+                self.notices.end()
         finally:
             self.listener.close()
             _stop(self.proc, graceful=state.failure is None)
@@ -174,8 +181,8 @@ def _listen(path: str) -> socket.socket:
     return sock
 
 
-def _accept(listener: socket.socket, proc: subprocess.Popen, state: Supervision,
-            timeout_s: float) -> Optional[Connection]:
+def _accept(listener: socket.socket, proc: subprocess.Popen, state: Supervision, timeout_s: float,
+            notices: WaitNotices) -> Optional[Connection]:
     """Wait for rank 0 to connect: imports and engine start-up count against the load timeout. A worker that
     connected and then died while the previous entry was ending is still accepted: its last words are queued."""
     deadline = time.monotonic() + timeout_s
@@ -184,6 +191,7 @@ def _accept(listener: socket.socket, proc: subprocess.Popen, state: Supervision,
         try:
             sock, _ = listener.accept()
         except socket.timeout:
+            notices.tick()
             if proc.poll() is not None:
                 return None
             if time.monotonic() > deadline:
@@ -195,12 +203,13 @@ def _accept(listener: socket.socket, proc: subprocess.Popen, state: Supervision,
 
 
 def _supervise(conn: Connection, proc: subprocess.Popen, state: Supervision, emit, load_timeout_s: float,
-               point_timeout_s: float, until_reported: bool = False) -> None:
+               point_timeout_s: float, notices: WaitNotices, until_reported: bool = False) -> None:
     """Handle the worker's events until it is done (or, `until_reported`, has reported every point), dies, or is
     silent for longer than the phase it is in allows (state.failure says which)."""
     last_event = time.monotonic()
     while not state.done and not (until_reported and state.all_reported):
         limit = load_timeout_s if state.loading else point_timeout_s
+        notices.tick()
         if conn.poll(POLL_S):
             try:
                 kind, payload, at = conn.recv()
@@ -208,6 +217,10 @@ def _supervise(conn: Connection, proc: subprocess.Popen, state: Supervision, emi
                 return
             _handle(kind, payload, at, state, emit)
             last_event = time.monotonic()
+            if kind == "loading":  # the engine is imported; a server may be coming up
+                notices.begin("its engine to load")
+            elif kind in ("loaded", "started"):  # a point's time is the progress line's to show, not a wait
+                notices.end()
         elif proc.poll() is not None and not conn.poll(0):
             return
         elif time.monotonic() - last_event > limit:
