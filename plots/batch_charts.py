@@ -19,10 +19,10 @@ from plots.charts import (
     ChartContext,
     ChartJob,
     GridChart,
-    _decorate,
-    _draw_series_curve,
-    _finish,
-    _legend_right,
+    decorate,
+    draw_series_curve,
+    finish,
+    legend_right,
     model_and_dtype,
     scenario_jobs,
     series_grid,
@@ -49,20 +49,20 @@ def _latency_vs_throughput_one(ctx: ChartContext, pair: Tuple[int, int]) -> Char
     fig, ax = style.new_figure()
     curves = data.build_curves(rows, "latency_ms_mean", "throughput_tokens_per_s", order_by="batch_size")
     for curve in curves:
-        _draw_series_curve(ax, curve, ctx.palette)
+        draw_series_curve(ax, curve, ctx.palette)
     _draw_pareto(ax, rows)
     style.set_value_axis(ax, "x", rows["latency_ms_mean"])
     style.set_value_axis(ax, "y", rows["throughput_tokens_per_s"])
     ax.margins(0.08)
     title = (f"{model_and_dtype(rows)}: latency vs throughput, "
              f"input {input_length} / output {tokens(output_length)}")
-    _decorate(ax, title, "latency per batch, mean (ms)", "output throughput (tokens/s)")
-    _legend_right(ax, "series", note="numbers at points: batch size")
+    decorate(ax, title, "latency per batch, mean (ms)", "output throughput (tokens/s)")
+    legend_right(ax, "series", note="numbers at points: batch size")
     place_point_labels(ax, [PointLabel(x, y, str(b), ctx.palette.series_colors[c.name])
                             for c in curves for x, y, b in zip(c.x, c.y, c.batch_sizes)])
     caption = ctx.dropped_caption(_at_lengths_mask(ctx.table, pair))
     stem = f"latency_vs_throughput_in{input_length}_out{output_length}"
-    return _finish(ctx, fig, stem, "Latency vs throughput", title, caption)
+    return finish(ctx, fig, stem, "Latency vs throughput", title, caption)
 
 
 def _draw_pareto(ax: Axes, rows: pd.DataFrame) -> None:
@@ -93,12 +93,12 @@ def _latency_vs_output_one(ctx: ChartContext, series: str, input_length: int) ->
     style.set_size_axis(ax, "x", rows["output_length"])
     style.set_value_axis(ax, "y", rows["latency_ms_mean"], force_log=True)
     title = f"{model_and_dtype(rows)}: latency vs output length, input {tokens(input_length)}\n{series}"
-    _decorate(ax, title, "output length (tokens)", "latency per batch, mean (ms)")
-    _legend_right(ax, "batch size")
+    decorate(ax, title, "output length (tokens)", "latency per batch, mean (ms)")
+    legend_right(ax, "batch size")
     mask = (ctx.table[SERIES] == series) & (ctx.table["input_length"] == input_length)
     caption = ctx.dropped_caption(mask, with_lengths=True)
     stem = f"latency_vs_output_length_{ctx.slugs[series]}_in{input_length}"
-    return _finish(ctx, fig, stem, "Latency vs output length", title.replace("\n", ", "), caption)
+    return finish(ctx, fig, stem, "Latency vs output length", title.replace("\n", ", "), caption)
 
 
 # -- 3. TTFT vs input length --------------------------------------------------------------------------
@@ -118,10 +118,10 @@ def _ttft_one(ctx: ChartContext, series: str) -> Chart:
     style.set_value_axis(ax, "y", medians["ttft_ms_mean"])
     outputs = ", ".join(str(o) for o in sorted(rows["output_length"].unique()))
     title = f"{model_and_dtype(rows)}: time to first token vs input length\n{series}"
-    _decorate(ax, title, "input length (tokens)", f"TTFT, mean (ms)\nmedian over output lengths {outputs}")
-    _legend_right(ax, "batch size")
+    decorate(ax, title, "input length (tokens)", f"TTFT, mean (ms)\nmedian over output lengths {outputs}")
+    legend_right(ax, "batch size")
     caption = ctx.dropped_caption(ctx.table[SERIES] == series, with_lengths=True)
-    return _finish(ctx, fig, f"ttft_vs_input_length_{ctx.slugs[series]}", "Time to first token vs input length",
+    return finish(ctx, fig, f"ttft_vs_input_length_{ctx.slugs[series]}", "Time to first token vs input length",
                    title.replace("\n", ", "), caption)
 
 

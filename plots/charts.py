@@ -128,7 +128,7 @@ def series_grid(ctx: ChartContext, rows: pd.DataFrame, grid: GridChart, caption_
                  fontweight="bold")
     _grid_legend(fig, axes, ctx.palette, data.series_order(rows), grid.reference_label)
     caption = " ".join(part for part in (note, ctx.dropped_caption(caption_mask, with_lengths=True)) if part)
-    return _finish(ctx, fig, grid.stem, grid.what[0].upper() + grid.what[1:], title, caption)
+    return finish(ctx, fig, grid.stem, grid.what[0].upper() + grid.what[1:], title, caption)
 
 
 def _grid_panel(ax: Axes, panel: pd.DataFrame, y_column: str, palette: style.Palette, title: str) -> None:
@@ -139,7 +139,7 @@ def _grid_panel(ax: Axes, panel: pd.DataFrame, y_column: str, palette: style.Pal
         ax.set_yticks([])
         return
     for curve in data.build_curves(panel, "batch_size", y_column):
-        _draw_series_curve(ax, curve, palette)
+        draw_series_curve(ax, curve, palette)
     style.set_size_axis(ax, "x", panel["batch_size"])
     style.set_value_axis(ax, "y", panel[y_column])
     ax.margins(x=0.06, y=0.1)
@@ -159,18 +159,18 @@ def _grid_legend(fig: Figure, axes: np.ndarray, palette: style.Palette, series: 
 
 # -- shared drawing -------------------------------------------------------------------------------------
 
-def _draw_series_curve(ax: Axes, curve: Curve, palette: style.Palette) -> None:
+def draw_series_curve(ax: Axes, curve: Curve, palette: style.Palette) -> None:
     ax.plot(curve.x, curve.y, color=palette.series_colors[curve.name], marker=palette.series_markers[curve.name],
             label=curve.name, zorder=3)
 
 
-def _decorate(ax: Axes, title: str, x_label: str, y_label: str) -> None:
+def decorate(ax: Axes, title: str, x_label: str, y_label: str) -> None:
     ax.set_title(title, fontweight="bold", loc="left")
     ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)
 
 
-def _legend_right(ax: Axes, title: str, note: str = "") -> None:
+def legend_right(ax: Axes, title: str, note: str = "") -> None:
     handles, labels = ax.get_legend_handles_labels()
     if note:  # a text-only entry: the legend is where readers look for what the marks mean
         handles, labels = handles + [Line2D([], [], linestyle="none")], labels + [note]
@@ -189,7 +189,7 @@ def _add_caption(fig: Figure, text: str) -> None:
              fontsize=CAPTION_FONTSIZE, color="0.25")
 
 
-def _finish(ctx: ChartContext, fig: Figure, stem: str, section: str, title: str, caption: str) -> Chart:
+def finish(ctx: ChartContext, fig: Figure, stem: str, section: str, title: str, caption: str) -> Chart:
     if caption:
         _add_caption(fig, caption)
     return Chart(section, title, style.save(fig, ctx.out_dir, stem, ctx.formats), caption)

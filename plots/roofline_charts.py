@@ -16,8 +16,8 @@ from plots.charts import (
     ChartContext,
     ChartJob,
     GridChart,
-    _decorate,
-    _finish,
+    decorate,
+    finish,
     model_and_dtype,
     scenario_jobs,
     series_grid,
@@ -62,7 +62,7 @@ def _roofline_one(ctx: ChartContext, series: str, rows: pd.DataFrame) -> Chart:
     ax.set_yscale("log")
     ax.set_xlim(low, high)
     title = f"{model_and_dtype(rows)}: roofline of {series}"
-    _decorate(ax, title, "arithmetic intensity (FLOPs per byte)", "achieved FLOP/s")
+    decorate(ax, title, "arithmetic intensity (FLOPs per byte)", "achieved FLOP/s")
     ax.legend(handles=[Line2D([], [], marker="s", color=color, markerfacecolor="none", linestyle="none"),
                        Line2D([], [], marker="o", color=color, linestyle="none"),
                        Line2D([], [], color="0.35")],
@@ -72,7 +72,7 @@ def _roofline_one(ctx: ChartContext, series: str, rows: pd.DataFrame) -> Chart:
     caption = ("Peaks: " + str(rows["hardware"].iloc[0]) + ", from manifest.json's hardware_peaks (datasheet on a GPU, "
                "measured on a CPU). Left of the ridge a phase is bound by memory bandwidth, right of it by compute; "
                "the gap below the roof is what the engine leaves unused.")
-    return _finish(ctx, fig, f"roofline_{ctx.slugs[series]}", "Roofline", title, caption)
+    return finish(ctx, fig, f"roofline_{ctx.slugs[series]}", "Roofline", title, caption)
 
 
 def mbu_vs_batch_size(ctx: ChartContext) -> List[Chart]:

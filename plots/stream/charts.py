@@ -20,10 +20,10 @@ from plots.charts import (
     Chart,
     ChartContext,
     ChartJob,
-    _decorate,
-    _draw_series_curve,
-    _finish,
-    _legend_right,
+    decorate,
+    draw_series_curve,
+    finish,
+    legend_right,
     model_and_dtype,
     scenario_jobs,
 )
@@ -85,7 +85,7 @@ def _latency_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     _percentile_legend(fig, axes[0, -1], ctx.palette, data.series_order(rows))
     burst = _burst_text(ctx, group, lambda r: (f"TTFT p50 {_fmt(r['ttft_ms_p50'])} / p99 {_fmt(r['ttft_ms_p99'])} ms, "
                                                f"E2E p50 {_fmt(r['e2e_ms_p50'])} / p99 {_fmt(r['e2e_ms_p99'])} ms"))
-    return _finish(ctx, fig, f"stream_latency_vs_rate_{group.stem}", "Stream: latency vs request rate",
+    return finish(ctx, fig, f"stream_latency_vs_rate_{group.stem}", "Stream: latency vs request rate",
                    title.replace("\n", ", "), _caption(ctx, group, burst))
 
 
@@ -122,15 +122,15 @@ def _throughput_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     rows = selections.on_rate_axis(group.rows(ctx.ok))
     fig, ax = style.new_figure()
     for curve in data.build_curves(rows, "request_rate", "throughput_tokens_per_s"):
-        _draw_series_curve(ax, curve, ctx.palette)
+        draw_series_curve(ax, curve, ctx.palette)
     style.set_rate_axis(ax, rows["request_rate"])
     style.set_value_axis(ax, "y", rows["throughput_tokens_per_s"])
     ax.margins(x=0.06, y=0.1)
     title = _title(rows, "output throughput vs offered rate", group)
-    _decorate(ax, title, RATE_LABEL, "output throughput (tokens/s)")
-    _legend_right(ax, "series")
+    decorate(ax, title, RATE_LABEL, "output throughput (tokens/s)")
+    legend_right(ax, "series")
     burst = _burst_text(ctx, group, lambda r: f"{_fmt(r['throughput_tokens_per_s'])} tokens/s")
-    return _finish(ctx, fig, f"stream_throughput_vs_rate_{group.stem}", "Stream: output throughput vs request rate",
+    return finish(ctx, fig, f"stream_throughput_vs_rate_{group.stem}", "Stream: output throughput vs request rate",
                    title.replace("\n", ", "), _caption(ctx, group, burst))
 
 
@@ -147,18 +147,18 @@ def _goodput_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     ideal = np.geomspace(rows["request_rate"].min(), rows["request_rate"].max(), 64)  # smooth on a log2 axis too
     ax.plot(ideal, ideal, color="0.45", linestyle=":", linewidth=1.5, zorder=2, label="ideal: every request met the SLO")
     for curve in data.build_curves(rows, "request_rate", "goodput"):
-        _draw_series_curve(ax, curve, ctx.palette)
+        draw_series_curve(ax, curve, ctx.palette)
     sustained = _mark_sustained(ax, rows, ctx.palette)
     style.set_rate_axis(ax, rows["request_rate"])
     style.set_linear_axis(ax, "y")  # goodput may be 0: no log scale
     ax.margins(x=0.06, y=0.05)  # room below 0, so a point at 0 is not cut in half by the axis
     title = _title(rows, "goodput vs offered rate", group)
-    _decorate(ax, title, RATE_LABEL, "goodput (requests/s meeting the SLO)")
-    _legend_right(ax, "series")
+    decorate(ax, title, RATE_LABEL, "goodput (requests/s meeting the SLO)")
+    legend_right(ax, "series")
     burst = _burst_text(ctx, group, lambda r: f"goodput {_fmt(r['goodput'])} requests/s")
     slo = (f"SLO: {selections.slo_text(group.rows(ctx.table))}. "
            f"Ringed: the highest rate each series sustained ({sustained})")
-    return _finish(ctx, fig, f"stream_goodput_vs_rate_{group.stem}", "Stream: goodput vs request rate",
+    return finish(ctx, fig, f"stream_goodput_vs_rate_{group.stem}", "Stream: goodput vs request rate",
                    title.replace("\n", ", "), _caption(ctx, group, slo, burst))
 
 
@@ -205,12 +205,12 @@ def _ttft_cdf_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     ax.yaxis.set_major_formatter(ticker.PercentFormatter(1.0))
     rows = group.rows(ctx.ok)
     title = _title(rows, f"TTFT per request at {rate:g} requests/s", group)
-    _decorate(ax, title, "TTFT, from scheduled arrival (ms)", "share of requests at or below")
-    _legend_right(ax, "series (requests)")
+    decorate(ax, title, "TTFT, from scheduled arrival (ms)", "share of requests at or below")
+    legend_right(ax, "series (requests)")
     missing = [s for s in series if not (requests[SERIES] == s).any()]
     note = f"No requests.csv rows for: {', '.join(missing)}" if missing else ""
     picked = f"At {rate:g} requests/s, the highest offered rate at which every series ran ok"
-    return _finish(ctx, fig, f"stream_ttft_cdf_{group.stem}", section, title.replace("\n", ", "),
+    return finish(ctx, fig, f"stream_ttft_cdf_{group.stem}", section, title.replace("\n", ", "),
                    " ".join(p + "." for p in (picked, note) if p))
 
 
