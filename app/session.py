@@ -243,7 +243,8 @@ def upload(folder: Path, uri: str) -> None:
 
 def draw_charts(folder: Path) -> None:
     """Charts and report.md into the results folder; a sweep with nothing to plot only warns."""
-    from plots import PlotError, make_report  # matplotlib costs a second: only when drawing
+    from plots.errors import PlotError  # matplotlib costs a second: only when drawing
+    from plots.report import make_report
 
     try:
         report = make_report([folder], folder / "plots")

@@ -10,10 +10,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from plots import PlotError, charts, data, make_report, style
+from plots import charts, data, style
 from plots.__main__ import main
+from plots.errors import PlotError
 from plots.labels import PointLabel, place_point_labels
 from plots.load import load_results, to_numbers
+from plots.report import make_report
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "cpu-tiny"

@@ -13,7 +13,7 @@ from harness.measure.records import SLO, BatchSample, PointResult, RunContext
 from harness.measure.writers import ResultsDir, result_row
 from harness.plan.points import SweepPoint
 from harness.scenarios.stream import RequestTiming, StreamTiming
-from plots import make_report
+from plots.report import make_report
 
 
 def write_point(out: ResultsDir, result) -> None:

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from app.cli import main
-from plots import make_report
+from plots.report import make_report
 from tests.contract import assert_invariants, processes_with, rows, run_marked
 
 SWEEP = """
