@@ -185,9 +185,7 @@ class OpenAIBackend(Backend):
         except BaseException:
             self.close()
             raise
-        headers = {"Content-Type": "application/json"}
-        if o.api_key_env:
-            headers["Authorization"] = f"Bearer {os.environ[o.api_key_env]}"
+        headers = {"Content-Type": "application/json", **self._auth_headers()}
         self.client = CompletionsClient(self.base_url, self.served_model, headers, o.request_timeout_s,
                                         o.continuous_usage_stats, o.extra_body)
         self._loop = asyncio.new_event_loop()
