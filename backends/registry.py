@@ -9,5 +9,5 @@ BACKENDS = Registry("backend", {
     "accelerate": "backends.accelerate_pp:AccelerateBackend",
     "deepspeed": "backends.deepspeed_tp:DeepSpeedBackend",
     "vllm": "backends.vllm_engine:VLLMBackend",
-    "openai": "backends.openai_server:OpenAIBackend",
+    "openai": "backends.openai_compat.backend:OpenAIBackend",
 })

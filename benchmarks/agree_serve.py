@@ -174,7 +174,7 @@ def parse_args() -> argparse.Namespace:
 def build_backend(args):
     """The tiny model and the `openai` backend that starts its vLLM server (not started yet: see `load`)."""
     sys.path.insert(0, str(REPO))
-    from backends.openai_server import OpenAIBackend, OpenAIOptions
+    from backends.openai_compat.backend import OpenAIBackend, OpenAIOptions
     from harness.config.sections import ModelConfig
     from harness.model.spec import resolve_model
     from harness.plan.points import SweepShape

@@ -12,7 +12,7 @@ import numpy as np
 import psutil
 import pytest
 
-from backends.openai_server import OpenAIBackend, OpenAIOptions, server_root
+from backends.openai_compat.backend import OpenAIBackend, OpenAIOptions, server_root
 from backends.registry import BACKENDS
 from harness.config.sections import ModelConfig
 from harness.errors import UserError
@@ -199,7 +199,7 @@ def test_server_that_exits_at_once(model):
 def test_server_dies_when_the_harness_dies(tmp_path):
     """PR_SET_PDEATHSIG: a worker killed with SIGKILL (no close()) leaves no server behind."""
     code = textwrap.dedent("""
-        from backends.openai_server import OpenAIBackend, OpenAIOptions, server_root
+        from backends.openai_compat.backend import OpenAIBackend, OpenAIOptions, server_root
         from harness.plan.points import SweepShape
         options = OpenAIOptions(name="openai", command='{python} -c "import time; time.sleep(600)" {port}',
                                 startup_timeout_s=120)

@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM
 from app.cli import main
 from backends.deepspeed_tp import _slice_of
 from backends.hf import HFBackend, HFOptions
-from backends.openai_server import OpenAIBackend, OpenAIOptions
+from backends.openai_compat.backend import OpenAIBackend, OpenAIOptions
 from backends.vllm_architectures import removed_architecture
 from backends.vllm_engine import VLLMBackend, VLLMOptions
 from harness.config.sections import ModelConfig

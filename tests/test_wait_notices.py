@@ -1,6 +1,6 @@
 """Waiting is said, never silent: a sweep whose server is not up says every few seconds what it waits for, with the
 latest line of the worker's log, when stdout is a file; the plan names where requests go; the entry ends with one
-line naming the URL (harness/run/wait_notices.py, backends/openai_server.py)."""
+line naming the URL (harness/run/wait_notices.py, backends/openai_compat/backend.py)."""
 
 import csv
 import subprocess

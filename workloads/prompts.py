@@ -23,7 +23,7 @@ from harness.plan.points import SweepPoint
 from workloads.base import Workload, WorkloadOptions
 from workloads.prompt_file import PromptFile, PromptRecord, read_prompt_file
 from workloads.templates import check_template, render
-from workloads.tokenizer import load_tokenizer
+from harness.model.tokenizer import load_tokenizer
 
 TEMPLATE_HELP = ("chat (the tokenizer's chat template) | none (raw text) | llama-2 | llama-3 | mistral | chatml "
                  "(built in, no tokenizer template needed).")

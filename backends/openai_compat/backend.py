@@ -2,11 +2,11 @@
 
 The harness either sends to a server that is already running (`base_url`) or starts one itself (`command`)
 on a free port of 127.0.0.1 and stops its whole process group in `close()`. Requests are streamed
-`POST /v1/completions` calls with the prompt as token ids (backends/openai_client.py); every SSE chunk that carries
+`POST /v1/completions` calls with the prompt as token ids (backends/openai_compat/client.py); every SSE chunk that carries
 tokens is stamped on arrival with the harness's clock, so TTFT and TPOT include the server's HTTP and detokenizing
 path, as vLLM's own serving benchmark (`vllm bench serve`) measures them.
 
-Named openai_server.py, not openai.py, so that nothing can shadow the `openai` package.
+In backends/openai_compat/, not backends/openai.py, so that nothing can shadow the `openai` package.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from backends.base import Backend, BackendOptions, Placement
-from backends.openai_client import HARNESS_FIELDS, CompletionsClient
-from backends.server_process import exit_wording, log_tail, start_server, stop_group
+from backends.openai_compat.client import HARNESS_FIELDS, CompletionsClient
+from backends.openai_compat.process import exit_wording, log_tail, start_server, stop_group
 from backends.vllm_architectures import removed_architecture
 from harness.errors import UserError
 from harness.fields import opt

@@ -1,7 +1,7 @@
 """The `openai` backend's HTTP client: a stream's requests as streamed `POST /v1/completions` calls with the prompt as
 token ids, every SSE chunk that carries tokens stamped on arrival with the harness's clock.
 
-Apart from backends/openai_server.py, which finds or starts the server and checks that it answers: sending and
+Apart from backends/openai_compat/backend.py, which finds or starts the server and checks that it answers: sending and
 timing need only its URL, so they read the same whoever started it.
 """
 
