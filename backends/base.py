@@ -45,6 +45,10 @@ class BackendOptions:
     def validate(self, key: str) -> None:
         """Value checks beyond types; raise UserError naming `key`.<field>. Must not load anything."""
 
+    def validate_workload(self, key: str, workload) -> None:
+        """Checks against the sweep's workload options (workloads/: `prompts`, and a prompt file's `template`);
+        raise UserError naming `key`.<field>. Must not load anything."""
+
 
 @dataclass(frozen=True)
 class Placement:

@@ -149,6 +149,38 @@ def test_running_server_by_url(server, model, suffix):
         client.close()
 
 
+def chat_stream(n: int, max_tokens: int, tokenizer) -> StreamSpec:
+    """n conversations (a system prompt, one exchange, a question) with the harness's count of each under the
+    tokenizer's chat template, as the prompts workload makes them."""
+    conversations = tuple((("system", "Answer briefly."), ("user", f"Name {i + 2} prime numbers."),
+                           ("assistant", "2, 3."), ("user", "Why" + " and why" * i + "?")) for i in range(n))
+    prompts = [tokenizer.apply_chat_template([{"role": r, "content": c} for r, c in conv], tokenize=True,
+                                             add_generation_prompt=True)["input_ids"] for conv in conversations]
+    requests = BatchSpec(prompts, (max_tokens,) * n, messages=conversations)
+    return StreamSpec(requests, arrival_times("poisson", 20.0, n, 0))
+
+
+def test_chat_completions_send_the_conversation(server, model):
+    """endpoint: chat: vLLM applies the same chat template the harness counted with (the tiny-llama tokenizer's,
+    copied into {model_dir}), forces the budget, and reports its counts in usage."""
+    client = make_backend(model, base_url=server.base_url + "/v1", endpoint="chat")
+    assert OpenAIBackend.destination(client.options) == f"requests to {server.base_url}/v1/chat/completions"
+    client.load()
+    try:
+        stream = chat_stream(4, 6, client.client.tokenizer)
+        timing = client.serve(stream)
+        for r, prompt in zip(timing.requests, stream.requests.prompts):
+            assert r.ok, r.error
+            assert r.output_tokens == 6 and r.output_tokens_source == "usage"
+            assert r.input_tokens == len(prompt)  # the server's count, equal to the harness's
+            assert r.first_token_s <= r.last_token_s and 1 <= len(r.token_gaps_s) <= 5
+        # a stream without conversations cannot go to the chat endpoint (the config check refuses such a sweep)
+        with pytest.raises(RuntimeError, match="^endpoint: chat needs the prompts' conversations"):
+            client.serve(make_stream(2, 4))
+    finally:
+        client.close()
+
+
 def test_a_running_server_that_answers_health_with_an_error_ends_the_entry_at_once(server, model):
     """vLLM has no /v1/health: a 404 is an answer, not a server still starting: one line, no waiting."""
     client = make_backend(model, base_url=server.base_url + "/v1", health_path="/v1/health")

@@ -91,10 +91,14 @@ class Workload(ABC):
         seeds = () if self.sampling.greedy else batch_seeds(self.sampling_seed, point, phase, index)
         return BatchSpec(prompts, max_tokens, self.forced, self.sampling, seeds)
 
-
     def stream_prompts(self, point: SweepPoint, phase: str, count: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
         """A stream's prompts and budgets in arrival order: by default one batch of `count` (seeded as batches are)."""
         return self.prompts(dataclasses.replace(point, batch_size=count), phase, 0)
+
+    def stream_messages(self, phase: str, count: int) -> Tuple[Tuple[Tuple[str, str], ...], ...]:
+        """Each request's conversation in arrival order, for servers that apply their own chat template; () where
+        the prompts are token ids only."""
+        return ()
 
     def stream(self, point: SweepPoint, phase: str, stream: StreamConfig) -> StreamSpec:
         """The warm-up or timed request stream of a stream point: prompts and arrival times, both seeded."""
@@ -102,7 +106,7 @@ class Workload(ABC):
         prompts, max_tokens = self.stream_prompts(point, phase, count)
         sized = dataclasses.replace(point, batch_size=count)
         seeds = () if self.sampling.greedy else batch_seeds(self.sampling_seed, sized, phase, 0)
-        requests = BatchSpec(prompts, max_tokens, self.forced, self.sampling, seeds)
+        requests = BatchSpec(prompts, max_tokens, self.forced, self.sampling, seeds, self.stream_messages(phase, count))
         arrivals = arrival_times(stream.arrival, point.request_rate, count, stream.seed, phase)
         return StreamSpec(requests, arrivals, point.max_concurrency)
 

@@ -22,7 +22,7 @@ from harness.model.spec import ModelSpec
 from harness.plan.points import SweepPoint
 from workloads.base import Workload, WorkloadOptions
 from workloads.prompt_file import PromptFile, PromptRecord, read_prompt_file
-from workloads.templates import check_template, render
+from workloads.templates import check_template, render, with_system
 from harness.model.tokenizer import load_tokenizer
 
 TEMPLATE_HELP = ("chat (the tokenizer's chat template) | none (raw text) | llama-2 | llama-3 | mistral | chatml "
@@ -58,6 +58,7 @@ class PromptsOptions(WorkloadOptions):
 class Prompt:
     token_ids: Tuple[int, ...]
     max_tokens: Optional[int]  # the file's own cap for this prompt
+    messages: Tuple[Tuple[str, str], ...]  # the conversation the ids render, system prompt included
 
 
 class PromptsWorkload(Workload):
@@ -96,12 +97,18 @@ class PromptsWorkload(Workload):
     def longest_input(self, point: SweepPoint) -> int:
         return self.longest
 
-    def stream_prompts(self, point: SweepPoint, phase: str, count: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
+    def _stream_pool(self, phase: str, count: int) -> List[Prompt]:
         """Timed requests take the pool in order from its start (cycling); warm-up ones from its end, backwards."""
         order = range(count) if phase == "timed" else (len(self.pool) - 1 - i for i in range(count))
-        chosen = [self.pool[i % len(self.pool)] for i in order]
+        return [self.pool[i % len(self.pool)] for i in order]
+
+    def stream_prompts(self, point: SweepPoint, phase: str, count: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
+        chosen = self._stream_pool(phase, count)
         budgets = tuple(min(point.output_length, p.max_tokens or point.output_length) for p in chosen)
         return [list(p.token_ids) for p in chosen], budgets
+
+    def stream_messages(self, phase: str, count: int) -> Tuple[Tuple[Tuple[str, str], ...], ...]:
+        return tuple(p.messages for p in self._stream_pool(phase, count))
 
     def prompt_summary(self) -> str:
         f = self.facts
@@ -131,7 +138,8 @@ def prepare(file: PromptFile, options: PromptsOptions, tokenizer, seed: int) -> 
             shortest_dropped = min(shortest_dropped or len(ids), len(ids))
             continue
         first_text = first_text if first_text is not None else text
-        kept.append(Prompt(tuple(ids), file.records[i].max_tokens))
+        record = file.records[i]
+        kept.append(Prompt(tuple(ids), record.max_tokens, with_system(record.messages, options.system_prompt)))
         if len(kept) == wanted:
             break
     if not kept:

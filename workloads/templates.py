@@ -84,6 +84,13 @@ def check_template(template: str) -> None:
         raise UserError(f"workload.template: unknown template {template!r}" + known_names(template, list(TEMPLATES)))
 
 
+def with_system(messages: Sequence[Message], system_prompt: Optional[str]) -> Tuple[Message, ...]:
+    """The conversation as a server that applies its own chat template is sent it: `system_prompt` leading, as
+    `render` adds it, unless the conversation has a system message of its own."""
+    system, turns = _split_system(messages, system_prompt)
+    return tuple(([("system", system)] if system is not None else []) + turns)
+
+
 def _split_system(messages: Sequence[Message], system_prompt: Optional[str]) -> Tuple[Optional[str], List[Message]]:
     if messages[0][0] == "system":
         return messages[0][1], list(messages[1:])

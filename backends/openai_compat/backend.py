@@ -1,10 +1,12 @@
-"""Any OpenAI-compatible completions server (vLLM, SGLang, TGI, ...), measured from the client: `scenario: stream`.
+"""Any OpenAI-compatible server (vLLM, SGLang, TGI, transformers serve, ...), measured from the client: `scenario:
+stream`.
 
 The harness either sends to a server that is already running (`base_url`) or starts one itself (`command`)
 on a free port of 127.0.0.1 and stops its whole process group in `close()`. Requests are streamed
-`POST /v1/completions` calls with the prompt as token ids (backends/openai_compat/client.py); every SSE chunk that carries
-tokens is stamped on arrival with the harness's clock, so TTFT and TPOT include the server's HTTP and detokenizing
-path, as vLLM's own serving benchmark (`vllm bench serve`) measures them.
+`POST /v1/completions` calls with the prompt as token ids, or `POST /v1/chat/completions` calls with a prompt file's
+messages (`endpoint: chat`: the server applies its chat template); backends/openai_compat/client.py sends them, and
+stamps every SSE chunk that carries tokens on arrival with the harness's clock, so TTFT and TPOT include the
+server's HTTP and detokenizing path, as vLLM's own serving benchmark (`vllm bench serve`) measures them.
 
 In backends/openai_compat/, not backends/openai.py, so that nothing can shadow the `openai` package.
 """
@@ -21,89 +23,25 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from backends.base import Backend, BackendOptions, Placement
-from backends.openai_compat.client import HARNESS_FIELDS, CompletionsClient
+from backends.base import Backend, Placement
+from backends.openai_compat.client import ENDPOINTS, CompletionsClient
+from backends.openai_compat.options import OpenAIOptions, server_root, starts_vllm
 from backends.openai_compat.process import exit_wording, log_tail, start_server, stop_group
 from backends.vllm_architectures import removed_architecture
 from harness.errors import UserError
-from harness.fields import opt
+from harness.model.checkpoint import copy_tokenizer_files, write_random_checkpoint
 from harness.model.memory import MemoryEstimate
+from harness.model.tokenizer import load_tokenizer, tokenizer_source
 from harness.run.process_group import free_port
 from harness.scenarios.batch import BatchSpec, BatchTiming
 from harness.scenarios.stream import StreamSpec, StreamTiming, paused_gc
 
-# Copied next to the resolved config.json, when the model's folder has them, so that the server can detokenize.
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
-                   "added_tokens.json", "vocab.json", "merges.txt", "chat_template.jinja")
 POLL_S = 0.25
 # Waiting for a server: a line into the worker's log this often (the sweep's console shows the latest).
 PROGRESS_EVERY_S = 5.0
-
-
-@dataclass
-class OpenAIOptions(BackendOptions):
-    base_url: Optional[str] = opt(
-        None, help="A running server to send to, e.g. http://127.0.0.1:8000 or http://127.0.0.1:8000/v1 (the "
-        "harness only sends requests). Exactly one of base_url and command."
-    )
-    command: Optional[str] = opt(
-        None, help="Command line that starts the server; the harness runs it, waits for it to be healthy and "
-        "stops it at the end. Placeholders: {python} (the harness's interpreter), {port} (a free port on "
-        "127.0.0.1, required), {model_dir} (a folder with the sweep's resolved config.json and the model's "
-        "tokenizer files, for dummy weights; the model's own name_or_path with pretrained weights)."
-    )
-    model: Optional[str] = opt(None, help="`model` sent in every request; default: the first id of GET /v1/models.")
-    api_key_env: Optional[str] = opt(None, help="Environment variable holding an API key, sent as a Bearer token.")
-    health_path: str = opt("/health", help="GET path, from the server's root (base_url without /v1), that answers "
-                           "200 once the server is ready.")
-    startup_timeout_s: float = opt(600.0, help="With command: seconds the server the harness starts may take to "
-                                   "answer health_path with 200.")
-    connect_timeout_s: float = opt(30.0, help="With base_url: seconds a server that refuses connections is waited "
-                                   "for (it may still be starting); any answer other than 200 ends the entry at once.")
-    request_timeout_s: float = opt(600.0, help="Seconds one request may take, from sending to its last chunk.")
-    continuous_usage_stats: bool = opt(
-        True, help="Ask for usage in every chunk (vLLM's stream_options.continuous_usage_stats), which tells how "
-        "many tokens each chunk carries; off for servers that reject it (then every chunk counts as one token)."
-    )
-    extra_body: Dict[str, Any] = opt(factory=dict, help="Merged into every request body, e.g. {repetition_penalty: 1.0}.")
-
-    def validate(self, key: str) -> None:
-        if (self.base_url is None) == (self.command is None):
-            raise UserError(f"{key}.base_url: set exactly one of {key}.base_url (a running server) and "
-                            f"{key}.command (the harness starts it)")
-        if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
-            raise UserError(f"{key}.base_url: {self.base_url!r} is not an http:// or https:// URL")
-        if self.command is not None:
-            try:
-                words = shlex.split(self.command)
-            except ValueError as e:
-                raise UserError(f"{key}.command: cannot split it into words ({e})") from None
-            if not words:
-                raise UserError(f"{key}.command: is empty")
-            if "{port}" not in self.command:
-                raise UserError(f"{key}.command: must contain {{port}}, the port the harness picks and sends to")
-        if not self.health_path.startswith("/"):
-            raise UserError(f"{key}.health_path: must start with '/', got {self.health_path!r}")
-        for name in ("startup_timeout_s", "connect_timeout_s", "request_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise UserError(f"{key}.{name}: must be more than 0 s, got {getattr(self, name)}")
-        if self.api_key_env is not None and not os.environ.get(self.api_key_env):
-            raise UserError(f"{key}.api_key_env: environment variable {self.api_key_env} is not set")
-        for field_name in self.extra_body:
-            if field_name in HARNESS_FIELDS:
-                raise UserError(f"{key}.extra_body.{field_name}: set by the harness from the sweep "
-                                f"({', '.join(HARNESS_FIELDS)} are)")
-
-
-def server_root(base_url: str) -> str:
-    """The server's root from `base_url` as users write it: with or without a trailing `/v1` and slash. Requests go
-    to root + /v1/..., health to root + health_path (vLLM and SGLang answer /health at the root, not under /v1)."""
-    root = base_url.strip().rstrip("/")
-    return root[:-len("/v1")] if root.endswith("/v1") else root
 
 
 def health_refusal(url: str, status: int) -> str:
@@ -120,17 +58,8 @@ def health_refusal(url: str, status: int) -> str:
     return f"{url} answered HTTP {status}, not 200: {fix}"
 
 
-def starts_vllm(command: Optional[str]) -> bool:
-    """Whether a server command runs vLLM: `vllm serve ...`, or `python -m vllm.entrypoints.openai.api_server`."""
-    try:
-        words = shlex.split(command or "")
-    except ValueError:
-        return False  # validate() names the problem
-    return any(Path(word).name == "vllm" or word.startswith("vllm.") for word in words)
-
-
 class OpenAIBackend(Backend):
-    """Sends each request of a stream to `/v1/completions` when it is due; the server batches them its way."""
+    """Sends each request of a stream to the server's `endpoint` when it is due; the server batches them its way."""
 
     Options = OpenAIOptions
     engine_modules = ("aiohttp",)
@@ -157,7 +86,7 @@ class OpenAIBackend(Backend):
     @classmethod
     def destination(cls, options: OpenAIOptions) -> Optional[str]:
         if options.base_url is not None:
-            return f"requests to {server_root(options.base_url)}/v1/completions"
+            return f"requests to {server_root(options.base_url)}{ENDPOINTS[options.endpoint]}"
         return "requests to the server its command starts, on a free port of 127.0.0.1"
 
     @classmethod
@@ -174,30 +103,34 @@ class OpenAIBackend(Backend):
         self._tmp: Optional[tempfile.TemporaryDirectory] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self.argv: Optional[List[str]] = None
+        self._values: Dict[str, str] = {}  # the command's placeholders, filled
         try:
             if o.command is not None:
                 self.base_url = self._start_server()
             else:
                 self.base_url = server_root(o.base_url)
                 self._wait_healthy()
-            self.served_model = o.model or self._first_model()
+            self.served_model = self._fill(o.model, self._values) if o.model else self._first_model()
             self.server_version = self._server_version()
+            tokenizer = self._output_tokenizer()
         except BaseException:
             self.close()
             raise
         headers = {"Content-Type": "application/json", **self._auth_headers()}
         self.client = CompletionsClient(self.base_url, self.served_model, headers, o.request_timeout_s,
-                                        o.continuous_usage_stats, o.extra_body)
+                                        o.continuous_usage_stats, o.extra_body, o.endpoint, o.extensions, tokenizer)
         self._loop = asyncio.new_event_loop()
 
     def _start_server(self) -> str:
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-openai-")
         tmp = Path(self._tmp.name)
         self.port = free_port()
-        values = {"{python}": sys.executable, "{port}": str(self.port)}
+        self._values = {"{python}": sys.executable, "{port}": str(self.port)}
         if "{model_dir}" in self.options.command:
-            values["{model_dir}"] = self._model_dir(tmp / "model")
-        self.argv = [self._fill(word, values) for word in shlex.split(self.options.command)]
+            self._values["{model_dir}"] = self._model_dir(tmp / "model", with_weights=False)
+        if "{checkpoint_dir}" in self.options.command:
+            self._values["{checkpoint_dir}"] = self._model_dir(tmp / "checkpoint", with_weights=True)
+        self.argv = [self._fill(word, self._values) for word in shlex.split(self.options.command)]
         self.log_path = tmp / "server.log"
         self._proc = start_server(self.argv, self.log_path)
         self.server_pid = self._proc.pid
@@ -212,18 +145,27 @@ class OpenAIBackend(Backend):
             word = word.replace(placeholder, value)
         return word
 
-    def _model_dir(self, folder: Path) -> str:
+    def _model_dir(self, folder: Path, with_weights: bool) -> str:
         """Random weights: the sweep's resolved config.json plus the model's tokenizer files, so the server builds
-        exactly this architecture (with its own dummy weights) and can detokenize. Pretrained: the model itself."""
+        exactly this architecture and can (de)tokenize; with the harness's random weights too for a server that
+        cannot make dummy ones. Pretrained: the model itself."""
         if self.model.weights == "pretrained":
             return self.model.source
+        if with_weights:
+            return str(write_random_checkpoint(self.model, folder))
         self.model.write_config_folder(folder)
-        source = Path(self.model.source)
-        if source.is_dir():
-            for name in TOKENIZER_FILES:
-                if (source / name).is_file():
-                    (folder / name).write_bytes((source / name).read_bytes())
+        copy_tokenizer_files(self.model, folder)
         return str(folder)
+
+    def _output_tokenizer(self):
+        """What counts the output of a server that sends no `usage`: the model's tokenizer, where it has one that
+        loads here; else None, and such a server's chunks are counted (`output_tokens_source` says which)."""
+        if tokenizer_source(self.model.section) is None:
+            return None
+        try:
+            return load_tokenizer(self.model)
+        except UserError:
+            return None
 
     def _wait_healthy(self, base_url: Optional[str] = None) -> None:
         """Poll GET health_path until it answers 200. A server the harness started may answer otherwise while it

@@ -1,8 +1,9 @@
 """The `openai` backend's HTTP client: a stream's requests as streamed `POST /v1/completions` calls with the prompt as
-token ids, every SSE chunk that carries tokens stamped on arrival with the harness's clock.
+token ids, or `POST /v1/chat/completions` calls with its conversation, every SSE chunk that carries tokens stamped
+on arrival with the harness's clock (backends/openai_compat/chunks.py reads them).
 
-Apart from backends/openai_compat/backend.py, which finds or starts the server and checks that it answers: sending and
-timing need only its URL, so they read the same whoever started it.
+Apart from backend.py, which finds or starts the server and checks that it answers: sending and timing need only
+its URL, so they read the same whoever started it.
 """
 
 from __future__ import annotations
@@ -12,13 +13,16 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Dict, List
 
+from backends.openai_compat.chunks import ResponseReading
 from harness.errors import ShortOutputError
 from harness.scenarios.batch import BatchSpec
 from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, drive
 
 # Body fields the harness sets from the sweep (prompt, budget, sampling, seed): extra_body may not change them.
-HARNESS_FIELDS = ("model", "prompt", "max_tokens", "min_tokens", "ignore_eos", "stream", "stream_options",
-                  "temperature", "top_p", "top_k", "seed", "n")
+HARNESS_FIELDS = ("model", "prompt", "messages", "max_tokens", "min_tokens", "ignore_eos", "generation_config",
+                  "stream", "stream_options", "temperature", "top_p", "top_k", "seed", "n")
+ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+EXTENSIONS = ("vllm", "transformers", "none")
 
 
 @dataclass
@@ -32,6 +36,13 @@ class CompletionsClient:
     request_timeout_s: float
     continuous_usage_stats: bool
     extra_body: Dict[str, Any]
+    endpoint: str = "completions"
+    extensions: str = "vllm"
+    tokenizer: Any = None  # counts the output where the server sends no usage
+
+    @property
+    def url(self) -> str:
+        return self.base_url + ENDPOINTS[self.endpoint]
 
     async def serve(self, stream: StreamSpec) -> StreamTiming:
         import aiohttp
@@ -46,36 +57,59 @@ class CompletionsClient:
             return await drive(stream, partial(self._submit, session, bodies, stream.requests))
 
     def request_bodies(self, batch: BatchSpec) -> List[bytes]:
-        """One JSON body per request: its token ids, budget, sampling and seed, plus `extra_body`."""
+        """One JSON body per request: its token ids (or conversation), budget, sampling and seed, plus `extra_body`."""
+        if self.endpoint == "chat" and not batch.messages:
+            raise RuntimeError("endpoint: chat needs the prompts' conversations (a prompt file), and this stream "
+                               "has token ids only")
         s = batch.sampling
         stream_options: Dict[str, Any] = {"include_usage": True}
         if self.continuous_usage_stats:
             stream_options["continuous_usage_stats"] = True
         bodies = []
         for i, (prompt, max_tokens) in enumerate(zip(batch.prompts, batch.max_tokens)):
-            body: Dict[str, Any] = {"model": self.model, "prompt": list(prompt), "max_tokens": max_tokens,
-                                    "stream": True, "stream_options": stream_options,
-                                    "temperature": s.temperature, "top_p": s.top_p}
-            if s.top_k > 0:
-                body["top_k"] = s.top_k  # not in OpenAI's API; vLLM, SGLang and TGI take it
+            body: Dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "stream": True,
+                                    "stream_options": stream_options, "temperature": s.temperature, "top_p": s.top_p}
+            if self.endpoint == "chat":
+                body["messages"] = [{"role": role, "content": content} for role, content in batch.messages[i]]
+            else:
+                body["prompt"] = list(prompt)
             if batch.seeds:
                 body["seed"] = batch.seeds[i]
-            if batch.forced:
-                # Exactly max_tokens: vLLM's and SGLang's extensions to the OpenAI API (EOS ignored, no early stop).
-                body["ignore_eos"] = True
-                body["min_tokens"] = max_tokens
+            body.update(self._extension_fields(batch, max_tokens))
             body.update(self.extra_body)
             bodies.append(json.dumps(body).encode())
         return bodies
 
+    def _extension_fields(self, batch: BatchSpec, max_tokens: int) -> Dict[str, Any]:
+        """Exactly max_tokens tokens (EOS off) and top_k, in the server's own words: OpenAI's API has neither."""
+        s, fields = batch.sampling, {}
+        if self.extensions == "vllm":  # vLLM's and SGLang's extensions
+            if s.top_k > 0:
+                fields["top_k"] = s.top_k
+            if batch.forced:
+                fields.update(ignore_eos=True, min_tokens=max_tokens)
+        elif self.extensions == "transformers":
+            # transformers serve rejects unknown fields but takes a whole generation_config; with continuous
+            # batching (--continuous-batching) eos_token_id -1 is its "no EOS", which plain generate() never meets
+            # either. A given generation_config replaces the model's, so sampling must be asked for in it.
+            config: Dict[str, Any] = {"do_sample": not s.greedy}
+            if s.top_k > 0:
+                config["top_k"] = s.top_k
+            if batch.forced:
+                config["eos_token_id"] = -1
+            fields["generation_config"] = json.dumps(config)
+        elif s.top_k > 0:
+            raise RuntimeError(f"sampling.top_k {s.top_k} cannot be sent with extensions: none (OpenAI's API has "
+                               "no top_k); set extensions to the server's, or top_k: 0")
+        return fields
+
     async def _submit(self, session, bodies: List[bytes], batch: BatchSpec, index: int) -> Submitted:
         """Send request `index`, stamp every chunk that carries tokens, return when the stream ends."""
-        clock = TokenClock()
-        counted, usage_tokens, token_ids, done = 0, None, [], False
-        async with session.post(self.base_url + "/v1/completions", data=bodies[index]) as response:
+        clock, reading, done = TokenClock(), ResponseReading(chat=self.endpoint == "chat"), False
+        async with session.post(self.url, data=bodies[index]) as response:
             if response.status != 200:
                 detail = " ".join((await response.text())[:300].split())
-                raise RuntimeError(f"HTTP {response.status} from {self.base_url}/v1/completions: {detail}")
+                raise RuntimeError(f"HTTP {response.status} from {self.url}: {detail}")
             async for raw in response.content:  # one SSE line at a time, as it arrives
                 line = raw.strip()
                 if not line.startswith(b"data:"):
@@ -84,35 +118,17 @@ class CompletionsClient:
                 if payload == b"[DONE]":
                     done = True
                     break
-                chunk = json.loads(payload)
-                if chunk.get("error"):
-                    raise RuntimeError(f"server error mid-stream: {chunk['error']}")
-                usage = chunk.get("usage") or {}
-                if usage.get("completion_tokens") is not None:
-                    usage_tokens = int(usage["completion_tokens"])
-                choices = chunk.get("choices")
-                if not choices:
-                    continue  # the final usage-only chunk: no token
-                if usage.get("completion_tokens") is not None:
-                    # continuous_usage_stats: the running completion count, so this chunk carries the difference
-                    # (more than one when the server coalesces steps, 0 for a chunk that only ends the stream).
-                    count = usage_tokens - counted
-                else:
-                    # No per-chunk usage: one token per chunk, as vLLM's serving benchmark counts; `text` may be
-                    # empty (special tokens, or a UTF-8 character split over tokens) and still be a token.
-                    count = 1
-                clock.arrived(count)
-                counted += max(count, 0)
-                ids = choices[0].get("token_ids")  # vLLM with return_token_ids in extra_body
-                if ids:
-                    token_ids.extend(ids)
+                clock.arrived(reading.read(json.loads(payload)))
         if not done:
             raise RuntimeError("the stream ended before data: [DONE] (connection closed)")
-        output_tokens = usage_tokens if usage_tokens is not None else counted
+        output_tokens, source = reading.output_tokens(self.tokenizer)
         budget = batch.max_tokens[index]
         if batch.forced and output_tokens != budget:
-            raise ShortOutputError(f"request {index} got {output_tokens} tokens, asked for exactly {budget}")
+            raise ShortOutputError(f"request {index} got {output_tokens} tokens (output_tokens_source: "
+                                   f"{source}), asked for exactly {budget}")
         if clock.first_s is None:
             raise RuntimeError(f"request {index}: the stream carried no token")
+        ids = reading.token_ids
         return Submitted(clock.first_s, clock.last_s, output_tokens, clock.gaps_s(),
-                         token_ids=tuple(token_ids) if len(token_ids) == output_tokens else None)
+                         token_ids=tuple(ids) if len(ids) == output_tokens else None,
+                         input_tokens=reading.usage_input_tokens, output_tokens_source=source)

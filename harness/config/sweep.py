@@ -146,7 +146,7 @@ def validate(config: SweepConfig) -> None:
         validate_model(model, key)
     validate_sampling(config.sampling)
     config.workload.validate(config)
-    _validate_backends(config.backends)
+    _validate_backends(config.backends, config.workload)
     if config.output.upload_uri:
         _validate_upload_uri(config.output.upload_uri)
     validate_hardware(config.hardware)
@@ -232,7 +232,7 @@ def model_sections(config: SweepConfig) -> List[Tuple[str, ModelConfig]]:
     return [(f"models[{i}]", model) for i, model in enumerate(config.models)]
 
 
-def _validate_backends(entries: List[Any]) -> None:
+def _validate_backends(entries: List[Any], workload: Any) -> None:
     if not entries:
         raise UserError("backends: must list at least one backend, e.g. [{name: hf}]")
     seen: Dict[str, str] = {}
@@ -245,6 +245,7 @@ def _validate_backends(entries: List[Any]) -> None:
             )
         seen[entry.entry_label] = key
         entry.validate(key)
+        entry.validate_workload(key, workload)
         if entry.speculative is not None:
             from harness.config.speculative import spec_key
 

@@ -28,11 +28,12 @@ from harness.model.roofline import ROOFLINE_COLUMNS
 from harness.plan.points import SweepPoint
 
 CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size"]
-# For a prompt file, input_length is its prompts' mean length; the real counts are in TOKEN_COLUMNS.
+# For a prompt file, input_length is its prompts' mean length; the real counts are in TOKEN_COLUMNS. A stream's
+# output_tokens_source: where its requests' output counts come from (RequestTiming), joined with "+" if they differ.
 # A batch point has a batch_size; a stream point a request_rate (inf: burst) and max_concurrency (blank: no cap).
 POINT_COLUMNS = ["scenario", "workload", "batch_size", "input_length", "output_length", "request_rate",
                  "max_concurrency"]
-TOKEN_COLUMNS = ["input_tokens_mean", "input_tokens_max", "output_tokens_mean"]
+TOKEN_COLUMNS = ["input_tokens_mean", "input_tokens_max", "output_tokens_mean", "output_tokens_source"]
 # Figures only some engines report (blank elsewhere): vLLM's KV cache capacity and size; how a stream is batched.
 ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes", "batching"]
 # Stream points only (docs/measurement.md, "Request streams"); ttft_ms_* and tpot_ms_* are shared with batch
@@ -72,8 +73,8 @@ SAMPLE_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + ["batch_index", "latency_ms",
 # Times are seconds from the stream's start; latencies start at the request's scheduled arrival.
 REQUEST_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + [
     "request_index", "scheduled_s", "dispatched_s", "sent_s", "first_token_s", "last_token_s", "input_tokens",
-    "output_tokens", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms_mean", "itl_ms_max", "send_slip_ms", "client_wait_ms",
-    "queue_ms", "met_slo",
+    "output_tokens", "output_tokens_source", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms_mean", "itl_ms_max",
+    "send_slip_ms", "client_wait_ms", "queue_ms", "met_slo",
 ]
 
 
@@ -96,6 +97,9 @@ def result_row(result: PointResult, figures: Optional[Dict[str, Optional[float]]
         slo = result.slo
         row.update(num_warmup_requests=result.num_warmup_batches, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms,
                    slo_percentile=slo.percentile, max_rate_within_slo=result.max_rate_within_slo)
+        if result.stream is not None:
+            sources = sorted({r.output_tokens_source for r in result.stream.requests if r.ok})
+            row["output_tokens_source"] = "+".join(sources) or None
     row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_COLUMNS})
     row.update(point_figures(result) if figures is None else figures)
     row.update(result.explained)
@@ -112,6 +116,7 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
             **_keys(result), "request_index": r.index, "scheduled_s": r.scheduled_s - t0,
             "dispatched_s": r.dispatched_s - t0, "sent_s": r.sent_s - t0, "first_token_s": r.first_token_s - t0,
             "last_token_s": r.last_token_s - t0, "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
+            "output_tokens_source": r.output_tokens_source,
             "ttft_ms": f.ttft_ms, "tpot_ms": f.tpot_ms, "e2e_ms": f.e2e_ms,
             "itl_ms_mean": sum(f.itl_ms) / len(f.itl_ms) if f.itl_ms else None,
             "itl_ms_max": max(f.itl_ms) if f.itl_ms else None, "send_slip_ms": f.send_slip_ms,

@@ -35,7 +35,9 @@ class BatchSpec:
 
     `forced`: every sequence produces exactly its `max_tokens` (EOS ignored); otherwise EOS may stop
     it earlier. `seeds`: one sampling seed per sequence (derived from `sampling.seed`), so a sampled
-    run repeats wherever the engine takes per-request seeds.
+    run repeats wherever the engine takes per-request seeds. `messages`: where the prompts come from a prompt file,
+    each one's conversation as (role, content) pairs, for a server that applies its own chat template (the token
+    ids are the harness's rendering of it through the tokenizer's); () for token ids only.
     """
 
     prompts: Sequence[Sequence[int]]
@@ -43,9 +45,11 @@ class BatchSpec:
     forced: bool = True
     sampling: Sampling = GREEDY
     seeds: Tuple[int, ...] = ()
+    messages: Tuple[Tuple[Tuple[str, str], ...], ...] = ()
 
     def __post_init__(self):
         assert len(self.max_tokens) == len(self.prompts), "one output budget per prompt"
+        assert not self.messages or len(self.messages) == len(self.prompts), "one conversation per prompt"
 
     @property
     def batch_size(self) -> int:

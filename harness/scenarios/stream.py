@@ -55,6 +55,9 @@ class RequestTiming:
     and last output tokens. `token_gaps_s`: time between consecutive token arrivals after the first, as
     the engine hands them over (several tokens may come at once: one gap per hand-over).
     `queued_s`: time the engine reports it spent waiting to be scheduled, where it reports one.
+    `input_tokens`: the prompt's length as the engine or server counted it (a server applying its own chat template
+    may count otherwise than the harness). `output_tokens_source`: where `output_tokens` comes from: `engine` (its
+    token ids), a server's `usage`, its text re-tokenized (`tokenizer`), or one per SSE chunk (`chunks`).
     """
 
     index: int
@@ -69,6 +72,7 @@ class RequestTiming:
     queued_s: Optional[float] = None
     error: str = ""
     token_ids: Optional[Tuple[int, ...]] = field(default=None, repr=False)
+    output_tokens_source: str = "engine"
 
     @property
     def ok(self) -> bool:
@@ -112,7 +116,8 @@ class TokenClock:
 
 @dataclass
 class Submitted:
-    """What a submit callback returns for one request; `drive` adds the clock times it owns."""
+    """What a submit callback returns for one request; `drive` adds the clock times it owns. `input_tokens`: the
+    server's count of the prompt, where it gives one (else the prompt's own length is taken)."""
 
     first_token_s: Optional[float]
     last_token_s: Optional[float]
@@ -120,6 +125,8 @@ class Submitted:
     token_gaps_s: Sequence[float] = ()
     queued_s: Optional[float] = None
     token_ids: Optional[Tuple[int, ...]] = None
+    input_tokens: Optional[int] = None
+    output_tokens_source: str = "engine"
 
 
 # submit(index) sends request `index` of the stream and returns when its last token has arrived.
@@ -166,9 +173,10 @@ async def drive(stream: StreamSpec, submit: Submit) -> StreamTiming:
         finally:
             if slots is not None:
                 slots.release()
+        input_tokens = inputs[index] if got.input_tokens is None else got.input_tokens
         return RequestTiming(index, scheduled_s, dispatched_s, sent_s, got.first_token_s, got.last_token_s,
-                             inputs[index], got.output_tokens, tuple(got.token_gaps_s), got.queued_s,
-                             token_ids=got.token_ids)
+                             input_tokens, got.output_tokens, tuple(got.token_gaps_s), got.queued_s,
+                             token_ids=got.token_ids, output_tokens_source=got.output_tokens_source)
 
     tasks = []
     for index, offset in enumerate(stream.arrivals_s):

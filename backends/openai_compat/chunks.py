@@ -1,0 +1,80 @@
+"""What one response's SSE chunks say: how many tokens each carries (what the client stamps), the text, and the
+server's own token counts.
+
+Servers differ in what a chunk holds, and the count must not depend on it:
+- vLLM with `stream_options.continuous_usage_stats`: every chunk has the running `usage.completion_tokens`, so a
+  chunk carries the difference (more than one where steps coalesce; 0 for the chat role chunk).
+- vLLM without it, SGLang, TGI: one token per chunk, as vLLM's serving benchmark counts; the text may be empty
+  (a special token, or half of a UTF-8 character) and still be a token.
+- transformers serve: chunks carry text only where it decodes to some (several tokens may come as one), and
+  `usage` once, on the closing chunk.
+- chat: a first chunk with only `delta.role` (no token), then `delta.content`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+# Where the output token count comes from (the requests' `output_tokens_source`).
+SOURCES = ("usage", "tokenizer", "chunks")
+
+
+@dataclass
+class ResponseReading:
+    """A response read chunk by chunk (`read`), then counted (`output_tokens`)."""
+
+    chat: bool
+    counted: int = 0  # tokens stamped so far
+    usage_output_tokens: Optional[int] = None
+    usage_input_tokens: Optional[int] = None
+    running_usage: bool = False  # usage before the last chunk: the server counts as it goes
+    texts: List[str] = field(default_factory=list)
+    token_ids: List[int] = field(default_factory=list)
+
+    def read(self, chunk: Dict[str, Any]) -> int:
+        """Take one parsed `data:` payload; return how many tokens it carries (0: none, nothing to stamp)."""
+        if chunk.get("error"):
+            raise RuntimeError(f"server error mid-stream: {' '.join(str(chunk['error']).split())[:300]}")
+        usage = chunk.get("usage") or {}
+        choices = chunk.get("choices") or []
+        choice = choices[0] if choices else {}
+        if usage.get("prompt_tokens") is not None:
+            self.usage_input_tokens = int(usage["prompt_tokens"])
+        if usage.get("completion_tokens") is not None:
+            self.usage_output_tokens = int(usage["completion_tokens"])
+            self.running_usage |= bool(choices) and choice.get("finish_reason") is None
+        if not choices:
+            return 0  # the usage-only chunk that ends a stream
+        text, ids = self._text(choice), choice.get("token_ids") or []  # token_ids: vLLM's return_token_ids
+        if text:
+            self.texts.append(text)
+        self.token_ids.extend(ids)
+        if self.running_usage and usage.get("completion_tokens") is not None:
+            count = self.usage_output_tokens - self.counted
+        elif ids:
+            count = len(ids)
+        elif text:
+            count = 1
+        elif choice.get("finish_reason") is None and not (self.chat and "role" in (choice.get("delta") or {})):
+            count = 1  # a token whose text is empty
+        else:
+            count = 0  # the chat role chunk, or a closing chunk with no text
+        self.counted += max(count, 0)
+        return count
+
+    def _text(self, choice: Dict[str, Any]) -> str:
+        if not self.chat:
+            return choice.get("text") or ""
+        delta = choice.get("delta") or {}
+        # reasoning models stream their thinking apart from the answer: both are output tokens
+        return "".join(delta.get(k) or "" for k in ("reasoning_content", "reasoning", "content"))
+
+    def output_tokens(self, tokenizer=None) -> Tuple[int, str]:
+        """The response's output token count and its source: the server's `usage`; else the text re-tokenized with
+        the model's tokenizer (exact for real weights; random weights' text does not survive it); else the chunks."""
+        if self.usage_output_tokens is not None:
+            return self.usage_output_tokens, "usage"
+        if tokenizer is not None and self.texts:
+            return len(tokenizer("".join(self.texts), add_special_tokens=False)["input_ids"]), "tokenizer"
+        return self.counted, "chunks"

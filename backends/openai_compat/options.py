@@ -1,0 +1,114 @@
+"""The `openai` backend's options: where the server is (or how to start it), what to send it, and how to check them
+before anything runs."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from backends.base import BackendOptions
+from backends.openai_compat.client import ENDPOINTS, EXTENSIONS, HARNESS_FIELDS
+from harness.errors import UserError
+from harness.fields import opt
+
+
+@dataclass
+class OpenAIOptions(BackendOptions):
+    base_url: Optional[str] = opt(
+        None, help="A running server to send to, e.g. http://127.0.0.1:8000 or http://127.0.0.1:8000/v1 (the "
+        "harness only sends requests). Exactly one of base_url and command."
+    )
+    command: Optional[str] = opt(
+        None, help="Command line that starts the server; the harness runs it, waits for it to be healthy and "
+        "stops it at the end. Placeholders: {python} (the harness's interpreter), {port} (a free port on "
+        "127.0.0.1, required), {model_dir} (a folder with the sweep's resolved config.json and the model's "
+        "tokenizer files, for servers that make dummy weights: vLLM, SGLang), {checkpoint_dir} (the same plus the "
+        "harness's random weights as model.safetensors, for servers that load files: transformers serve, TGI); "
+        "with pretrained weights both are the model's own name_or_path."
+    )
+    model: Optional[str] = opt(None, help="`model` sent in every request; default: the first id of GET /v1/models. "
+                               "With command, {model_dir} and {checkpoint_dir} are filled in as in the command.")
+    endpoint: str = opt("completions", help="completions (POST /v1/completions, the prompt as token ids) | chat "
+                        "(POST /v1/chat/completions with a prompt file's messages; the server applies its own chat "
+                        "template, so the workload's template must be `chat`, the tokenizer's).")
+    extensions: str = opt(
+        "vllm", help="How a request asks for what OpenAI's API cannot say (exactly max_tokens tokens, top_k): vllm "
+        "(ignore_eos, min_tokens, top_k fields: vLLM, SGLang) | transformers (a generation_config with EOS off: "
+        "transformers serve) | none (OpenAI's fields only; a forced output length is then only checked)."
+    )
+    api_key_env: Optional[str] = opt(None, help="Environment variable holding an API key, sent as a Bearer token.")
+    health_path: str = opt("/health", help="GET path, from the server's root (base_url without /v1), that answers "
+                           "200 once the server is ready.")
+    startup_timeout_s: float = opt(600.0, help="With command: seconds the server the harness starts may take to "
+                                   "answer health_path with 200.")
+    connect_timeout_s: float = opt(30.0, help="With base_url: seconds a server that refuses connections is waited "
+                                   "for (it may still be starting); any answer other than 200 ends the entry at once.")
+    request_timeout_s: float = opt(600.0, help="Seconds one request may take, from sending to its last chunk.")
+    continuous_usage_stats: bool = opt(
+        True, help="Ask for usage in every chunk (vLLM's stream_options.continuous_usage_stats), which tells how "
+        "many tokens each chunk carries; off for servers that reject it (then every chunk counts as one token)."
+    )
+    extra_body: Dict[str, Any] = opt(factory=dict,
+                                     help="Merged into every request body, e.g. {repetition_penalty: 1.0}.")
+
+    def validate(self, key: str) -> None:
+        if (self.base_url is None) == (self.command is None):
+            raise UserError(f"{key}.base_url: set exactly one of {key}.base_url (a running server) and "
+                            f"{key}.command (the harness starts it)")
+        if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
+            raise UserError(f"{key}.base_url: {self.base_url!r} is not an http:// or https:// URL")
+        if self.command is not None:
+            try:
+                words = shlex.split(self.command)
+            except ValueError as e:
+                raise UserError(f"{key}.command: cannot split it into words ({e})") from None
+            if not words:
+                raise UserError(f"{key}.command: is empty")
+            if "{port}" not in self.command:
+                raise UserError(f"{key}.command: must contain {{port}}, the port the harness picks and sends to")
+        for name, allowed in (("endpoint", ENDPOINTS), ("extensions", EXTENSIONS)):
+            if getattr(self, name) not in allowed:
+                raise UserError(f"{key}.{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")
+        if not self.health_path.startswith("/"):
+            raise UserError(f"{key}.health_path: must start with '/', got {self.health_path!r}")
+        for name in ("startup_timeout_s", "connect_timeout_s", "request_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise UserError(f"{key}.{name}: must be more than 0 s, got {getattr(self, name)}")
+        if self.api_key_env is not None and not os.environ.get(self.api_key_env):
+            raise UserError(f"{key}.api_key_env: environment variable {self.api_key_env} is not set")
+        for field_name in self.extra_body:
+            if field_name in HARNESS_FIELDS:
+                raise UserError(f"{key}.extra_body.{field_name}: set by the harness from the sweep "
+                                f"({', '.join(HARNESS_FIELDS)} are)")
+
+
+    def validate_workload(self, key: str, workload) -> None:
+        if self.endpoint != "chat":
+            return
+        if workload.prompts == "random":
+            raise UserError(f"{key}.endpoint: chat sends a prompt file's messages, but workload.prompts is random "
+                            "(token ids, which go to endpoint: completions); set workload.prompts to a prompt file")
+        template = getattr(workload, "template", "chat")
+        if template != "chat":
+            raise UserError(f"{key}.endpoint: chat has the server apply its own chat template, which the harness "
+                            f"counts and plans with as workload.template: chat, not {template}; set workload.template: "
+                            f"chat, or endpoint: completions to send the {template}-templated prompts as token ids")
+
+
+def server_root(base_url: str) -> str:
+    """The server's root from `base_url` as users write it: with or without a trailing `/v1` and slash. Requests go
+    to root + /v1/..., health to root + health_path (vLLM and SGLang answer /health at the root, not under /v1)."""
+    root = base_url.strip().rstrip("/")
+    return root[:-len("/v1")] if root.endswith("/v1") else root
+
+
+def starts_vllm(command: Optional[str]) -> bool:
+    """Whether a server command runs vLLM: `vllm serve ...`, or `python -m vllm.entrypoints.openai.api_server`."""
+    try:
+        words = shlex.split(command or "")
+    except ValueError:
+        return False  # validate() names the problem
+    return any(Path(word).name == "vllm" or word.startswith("vllm.") for word in words)
