@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts demo-stream demo-speculative test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve clean
+.PHONY: setup demo demo-prompts demo-stream demo-servers demo-speculative test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve clean
 
 setup: $(READY)
 
@@ -21,6 +21,10 @@ demo-prompts: setup
 # Request streams: HF static and continuous batching, vLLM in process and behind its OpenAI-compatible server.
 demo-stream: setup
 	$(PY) benchmark.py yamls/cpu-stream.yaml
+
+# Two OpenAI-compatible servers the harness starts, vLLM and transformers serve, sent the example chats (chat API).
+demo-servers: setup
+	$(PY) benchmark.py yamls/cpu-servers.yaml
 
 # Speculative decoding: hf and vllm, each method against the same engine without it.
 demo-speculative: setup

@@ -8,6 +8,8 @@ from harness.model.spec import preset_names
 from tests.conftest import run_benchmark
 
 TINY = "yamls/cpu-tiny.yaml"
+STREAM = "yamls/cpu-stream.yaml"  # backends[3]: openai
+CHATS = ["input_lengths=null", "workload.prompts=yamls/prompts/example-chats.jsonl"]
 KNOWN = ", ".join(BACKENDS.names())
 TOP_KEYS = ("benchmark_name, model, models, backends, scenario, batch_sizes, max_batch_size, stream, workload, sampling, input_lengths, output_lengths, num_batches, "
             "stop, num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s, "
@@ -108,6 +110,19 @@ CASES = {
                "layers_of_target: 1}}"],
         "backends[0].speculative.draft: method draft needs exactly one of draft.preset, draft.name_or_path, "
         "draft.layers_of_target, got preset, layers_of_target"),
+    "bad endpoint": ([STREAM, "backends.3.endpoint=responses"],
+                     "backends[3].endpoint: 'responses' is not one of completions, chat"),
+    "bad extensions": ([STREAM, "backends.3.extensions=sglang"],
+                       "backends[3].extensions: 'sglang' is not one of vllm, transformers, none"),
+    "chat without a prompt file": (
+        [STREAM, "backends.3.endpoint=chat"],
+        "backends[3].endpoint: chat sends a prompt file's messages, but workload.prompts is random (token ids, "
+        "which go to endpoint: completions); set workload.prompts to a prompt file"),
+    "chat with the harness's template": (
+        [STREAM, "backends.3.endpoint=chat", *CHATS, "workload.template=llama-2"],
+        "backends[3].endpoint: chat has the server apply its own chat template, which the harness counts and plans "
+        "with as workload.template: chat, not llama-2; set workload.template: chat, or endpoint: completions to "
+        "send the llama-2-templated prompts as token ids"),
     "speculative engine args twice": (
         [TINY, "backends.1.engine_args={speculative_config: {method: ngram}}"],
         "backends[1].engine_args.speculative_config: duplicates backends[1].speculative; set it there"),

@@ -9,6 +9,8 @@ Servers differ in what a chunk holds, and the count must not depend on it:
 - transformers serve: chunks carry text only where it decodes to some (several tokens may come as one), and
   `usage` once, on the closing chunk.
 - chat: a first chunk with only `delta.role` (no token), then `delta.content`.
+- The end: `data: [DONE]` (vLLM, SGLang, TGI), or only a chunk with a `finish_reason` (transformers serve); a
+  connection closed before either is a broken response.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class ResponseReading:
     usage_output_tokens: Optional[int] = None
     usage_input_tokens: Optional[int] = None
     running_usage: bool = False  # usage before the last chunk: the server counts as it goes
+    finished: bool = False  # a choice had its finish_reason: the response is whole, [DONE] or not
     texts: List[str] = field(default_factory=list)
     token_ids: List[int] = field(default_factory=list)
 
@@ -46,6 +49,7 @@ class ResponseReading:
             self.running_usage |= bool(choices) and choice.get("finish_reason") is None
         if not choices:
             return 0  # the usage-only chunk that ends a stream
+        self.finished |= choice.get("finish_reason") is not None
         text, ids = self._text(choice), choice.get("token_ids") or []  # token_ids: vLLM's return_token_ids
         if text:
             self.texts.append(text)

@@ -119,8 +119,8 @@ class CompletionsClient:
                     done = True
                     break
                 clock.arrived(reading.read(json.loads(payload)))
-        if not done:
-            raise RuntimeError("the stream ended before data: [DONE] (connection closed)")
+        if not (done or reading.finished):
+            raise RuntimeError("the connection closed before the response ended (no finish_reason, no data: [DONE])")
         output_tokens, source = reading.output_tokens(self.tokenizer)
         budget = batch.max_tokens[index]
         if batch.forced and output_tokens != budget:
