@@ -125,6 +125,12 @@ def ci_text(row: Dict[str, object]) -> str:
     return text + ("*" if row.get("converged") == "false" else "")
 
 
+def _failed(row: Dict[str, object]) -> str:
+    """A stream point that is ok with some requests failed (stream.max_failed_share) says how many."""
+    failed = row.get("requests_failed")
+    return f"  {failed} of {row['num_requests']} requests failed (requests.csv: error)" if failed else ""
+
+
 def point_line(row: Dict[str, object]) -> str:
     load = _load(row["batch_size"], row["request_rate"], row["max_concurrency"])
     head = f"[{row['backend']}] {load} in={row['input_length']} out={row['output_length']}"
@@ -138,7 +144,7 @@ def point_line(row: Dict[str, object]) -> str:
         return (f"{head} ok  ttft p50 {_num(row['ttft_ms_p50'])} / p99 {_num(row['ttft_ms_p99'])} ms  "
                 f"tpot p50 {_num(row.get('tpot_ms_p50'), '.2f')} ms  e2e p99 {_num(row['e2e_ms_p99'])} ms  "
                 f"{_num(row['achieved_request_rate'], '.2f')} req/s  goodput {_num(row['goodput'], '.2f')} req/s "
-                f"(SLO met by {_num(float(row['slo_attainment']) * 100, '.0f')}%)")
+                f"(SLO met by {_num(float(row['slo_attainment']) * 100, '.0f')}%)" + _failed(row))
     line = (f"{head} ok  latency {_num(row['latency_ms_mean'])} ms ±{ci_text(row)} ({row['num_batches']} batches)  "
             f"ttft {_num(row['ttft_ms_mean'])} ms  "
             f"tpot {_num(row.get('tpot_ms_mean'), '.2f')} ms  {_num(row['throughput_tokens_per_s'])} tok/s")

@@ -78,6 +78,8 @@ CASES = {
                  "stream.request_rates: must be positive numbers (requests/s), a list or one, or auto, got [1, -2]"),
     "bad cap": ([TINY, "scenario=stream", "batch_sizes=null", "stream.max_concurrency=0"],
                 "stream.max_concurrency: must be null (no cap) or positive integers, a list or one, got 0"),
+    "bad failed share": ([TINY, "scenario=stream", "batch_sizes=null", "stream.max_failed_share=1"],
+                         "stream.max_failed_share: must be in [0, 1) (a share of the requests), got 1.0"),
     "bad slo": ([TINY, "scenario=stream", "batch_sizes=null", "stream.slo.percentile=120"],
                 "stream.slo.percentile: must be in (0, 100], got 120.0"),
     "compile without static cache": ([TINY, "backends.0.compile=true"],

@@ -1,6 +1,7 @@
 """Request streams without an engine: arrival times, the arrival loop, and the per-point figures."""
 
 import asyncio
+import dataclasses
 import math
 import time
 
@@ -10,6 +11,7 @@ import pytest
 from app.console import print_summary
 from harness.measure.metrics import max_in_flight, request_figures, slo_met, summarize_stream
 from harness.measure.records import SLO
+from harness.run.runner import StreamFailed, judge_stream
 from harness.scenarios.arrivals import arrival_times
 from harness.scenarios.batch import BatchSpec
 from harness.scenarios.stream import RequestTiming, StreamSpec, StreamTiming, Submitted, run_stream
@@ -108,3 +110,34 @@ def test_in_flight_counts_touching_requests_once():
     c = _request(2, 0.5, 0.7, 3.0, 2)
     assert max_in_flight([a, b]) == 1
     assert max_in_flight([a, b, c]) == 2
+
+
+def test_failed_requests_are_counted_and_left_out_of_every_figure_but_slo_attainment():
+    requests = (
+        _request(0, 0.0, 0.5, 1.5, 11),    # met
+        dataclasses.replace(_request(1, 1.0, None, None, 0), error="RuntimeError: HTTP 500 from x"),
+        _request(2, 2.0, 2.1, 3.1, 11),    # met
+        _request(3, 3.0, 3.2, 9.0, 11),    # tpot 580 ms: missed
+    )
+    row = summarize_stream(StreamTiming(0.0, 10.0, requests), SLO_2S)
+    assert (row["num_requests"], row["requests_failed"]) == (4, 1)
+    assert row["slo_attainment"] == 0.5  # 2 of 4: the failed one met nothing
+    assert row["duration_s"] == 9.0 and row["achieved_request_rate"] == pytest.approx(3 / 9.0)
+    assert row["throughput_tokens_per_s"] == pytest.approx(33 / 9.0)
+    assert row["ttft_ms_p50"] == pytest.approx(200.0)  # of 500, 100, 200 ms
+
+
+def test_judge_stream_marks_wrong_counts_and_holds_the_failed_share():
+    spec = StreamSpec(BatchSpec([[1, 2, 3]] * 4, (4,) * 4), (0.0,) * 4)
+    requests = (_request(0, 0.0, 0.1, 0.2, 4), _request(1, 0.0, 0.1, 0.2, 3),
+                dataclasses.replace(_request(2, 0.0, None, None, 0), error="RuntimeError: boom"),
+                _request(3, 0.0, 0.1, 0.2, 4))
+    timing = StreamTiming(0.0, 1.0, requests)
+    judged = judge_stream(timing, spec, max_failed_share=0.5)
+    assert [r.error for r in judged.requests] == ["", "ShortOutputError: 3 tokens, 4 were forced",
+                                                  "RuntimeError: boom", ""]
+    with pytest.raises(StreamFailed) as failed:
+        judge_stream(timing, spec, max_failed_share=0.25)
+    assert str(failed.value) == ("2 of 4 requests failed (stream.max_failed_share: 0.25); request 1: "
+                                 "ShortOutputError: 3 tokens, 4 were forced")
+    assert [r.ok for r in failed.value.timing.requests] == [True, False, False, True]  # kept for requests.csv

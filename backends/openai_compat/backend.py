@@ -242,6 +242,11 @@ class OpenAIBackend(Backend):
         raise NotImplementedError("the openai backend runs scenario: stream only (scenarios = ('stream',))")
 
     def serve(self, stream: StreamSpec) -> StreamTiming:
+        """The stream's requests; a failed one is a request's error (kept, counted), not the point's. A server the
+        harness started that has died since ends each later point at once, saying so."""
+        if self._proc is not None and self._proc.poll() is not None:
+            raise RuntimeError(f"the server {exit_wording(self._proc.returncode)} during the sweep; last lines of "
+                               f"its log: {log_tail(self.log_path) or '(empty)'}")
         with paused_gc():
             return self._loop.run_until_complete(self.client.serve(stream))
 

@@ -8,6 +8,7 @@ its URL, so they read the same whoever started it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from functools import partial
@@ -104,6 +105,16 @@ class CompletionsClient:
         return fields
 
     async def _submit(self, session, bodies: List[bytes], batch: BatchSpec, index: int) -> Submitted:
+        import aiohttp
+
+        try:
+            return await self._exchange(session, bodies, batch, index)
+        except asyncio.TimeoutError:
+            raise RuntimeError(f"no complete response within request_timeout_s ({self.request_timeout_s:g} s)") from None
+        except aiohttp.ClientPayloadError as e:  # its own words name the transfer encoding, not what happened
+            raise RuntimeError(f"the connection closed mid-response ({' '.join(str(e).split())})") from None
+
+    async def _exchange(self, session, bodies: List[bytes], batch: BatchSpec, index: int) -> Submitted:
         """Send request `index`, stamp every chunk that carries tokens, return when the stream ends."""
         clock, reading, done = TokenClock(), ResponseReading(chat=self.endpoint == "chat"), False
         async with session.post(self.url, data=bodies[index]) as response:
@@ -118,7 +129,11 @@ class CompletionsClient:
                 if payload == b"[DONE]":
                     done = True
                     break
-                clock.arrived(reading.read(json.loads(payload)))
+                try:
+                    chunk = json.loads(payload)
+                except ValueError:
+                    raise RuntimeError(f"malformed SSE data (not JSON): {payload[:80]!r}") from None
+                clock.arrived(reading.read(chunk))
         if not (done or reading.finished):
             raise RuntimeError("the connection closed before the response ended (no finish_reason, no data: [DONE])")
         output_tokens, source = reading.output_tokens(self.tokenizer)

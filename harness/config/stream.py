@@ -49,6 +49,11 @@ class StreamConfig:
     num_requests: int = opt(200, help="Timed requests per point, after the warm-up requests.")
     num_warmup_requests: int = opt(10, help="Requests sent (and finished) before the timed ones, untimed.")
     seed: int = opt(0, help="Seeds the arrival times: identical for every backend.")
+    max_failed_share: float = opt(
+        0.0, help="Share of a point's requests that may fail (an error answer, a dropped or stalled connection, a "
+        "wrong token count) with the point still ok: they are counted (requests_failed), kept in requests.csv with "
+        "their error, and left out of the latencies. 0: any failure makes the point an error."
+    )
     slo: SLOConfig = opt(factory=SLOConfig, help="Latency targets for SLO attainment and goodput.")
     search: RateSearchConfig = opt(factory=RateSearchConfig, help="How `request_rates: auto` searches.")
 
@@ -72,6 +77,9 @@ def validate_stream(stream: StreamConfig) -> None:
         raise UserError(f"stream.num_requests: must be at least 1, got {stream.num_requests}")
     if stream.num_warmup_requests < 0:
         raise UserError(f"stream.num_warmup_requests: must be 0 or more, got {stream.num_warmup_requests}")
+    if not 0 <= stream.max_failed_share < 1:
+        raise UserError(f"stream.max_failed_share: must be in [0, 1) (a share of the requests), got "
+                        f"{stream.max_failed_share}")
     slo = stream.slo
     for key in ("ttft_ms", "tpot_ms"):
         if getattr(slo, key) <= 0:

@@ -170,26 +170,32 @@ def point_figures(result: PointResult) -> Dict[str, Optional[float]]:
     figures: Dict[str, Optional[float]] = {}
     if result.samples:
         figures.update(summarize(result.samples))
-    if result.stream is not None:
+    if result.stream is not None and result.status == "ok":
         figures.update(summarize_stream(result.stream, result.slo))
+    elif result.stream is not None:  # too many requests failed: what failed is known, latencies are not reported
+        failed = sum(not r.ok for r in result.stream.requests)
+        figures.update(num_requests=len(result.stream.requests), requests_failed=failed)
     return figures
 
 
 def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float]]:
-    """Every stream column of one point, over its timed requests (all of which completed: the runner checks).
+    """Every stream column of one point, over its timed requests that completed (the runner has marked the rest
+    failed and checked their share: at least one completed).
 
     The duration is the stream's start (the first request's scheduled arrival) to its last token, as in
-    vLLM's serving benchmark; rates and goodput are over it.
+    vLLM's serving benchmark; rates and goodput are over it. A failed request counts against SLO attainment (it
+    met no target) and toward nothing else.
     """
-    requests = timing.requests
+    requests = [r for r in timing.requests if r.ok]
     figures = [request_figures(r) for r in requests]
     duration_s = max(r.last_token_s for r in requests) - timing.start_s
     met = sum(f.meets(slo) for f in figures)
     out: Dict[str, Optional[float]] = {
-        "num_requests": len(requests),
+        "num_requests": len(timing.requests),
+        "requests_failed": len(timing.requests) - len(requests),
         "achieved_request_rate": len(requests) / duration_s,
         "throughput_tokens_per_s": sum(r.output_tokens for r in requests) / duration_s,
-        "slo_attainment": met / len(requests),
+        "slo_attainment": met / len(timing.requests),
         "goodput": met / duration_s,
         "max_concurrency_reached": max_in_flight(requests),
         "duration_s": duration_s,

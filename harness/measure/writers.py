@@ -39,7 +39,7 @@ ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes", "batching
 # Stream points only (docs/measurement.md, "Request streams"); ttft_ms_* and tpot_ms_* are shared with batch
 # points, over requests instead of batches.
 STREAM_COLUMNS = (
-    ["num_requests", "num_warmup_requests", "achieved_request_rate", "duration_s"]
+    ["num_requests", "num_warmup_requests", "requests_failed", "achieved_request_rate", "duration_s"]
     + [f"{m}_{s}" for m in ("itl_ms", "e2e_ms") for s in STATS]
     + ["slo_ttft_ms", "slo_tpot_ms", "slo_percentile", "slo_attainment", "goodput", "max_concurrency_reached",
        "send_slip_ms_p50", "send_slip_ms_p99", "queue_ms_mean"]
@@ -70,11 +70,12 @@ SAMPLE_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + ["batch_index", "latency_ms",
                                                     "input_tokens", "output_tokens", "min_output_tokens",
                                                     "draft_steps", "draft_tokens_proposed", "draft_tokens_accepted",
                                                     "energy_j"]
-# Times are seconds from the stream's start; latencies start at the request's scheduled arrival.
+# Times are seconds from the stream's start; latencies start at the request's scheduled arrival. A failed request
+# (stream.max_failed_share) has its `error`, the times it got to, and no latencies.
 REQUEST_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + [
     "request_index", "scheduled_s", "dispatched_s", "sent_s", "first_token_s", "last_token_s", "input_tokens",
     "output_tokens", "output_tokens_source", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms_mean", "itl_ms_max",
-    "send_slip_ms", "client_wait_ms", "queue_ms", "met_slo",
+    "send_slip_ms", "client_wait_ms", "queue_ms", "met_slo", "error",
 ]
 
 
@@ -107,21 +108,27 @@ def result_row(result: PointResult, figures: Optional[Dict[str, Optional[float]]
 
 
 def request_rows(result: PointResult) -> List[Dict[str, object]]:
+    """Every timed request of a stream point, failed ones too (with their `error`, and the times they got to)."""
     if result.stream is None:
         return []
     t0, rows = result.stream.start_s, []
     for r in result.stream.requests:
-        f = request_figures(r)
-        rows.append({
-            **_keys(result), "request_index": r.index, "scheduled_s": r.scheduled_s - t0,
-            "dispatched_s": r.dispatched_s - t0, "sent_s": r.sent_s - t0, "first_token_s": r.first_token_s - t0,
-            "last_token_s": r.last_token_s - t0, "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
-            "output_tokens_source": r.output_tokens_source,
-            "ttft_ms": f.ttft_ms, "tpot_ms": f.tpot_ms, "e2e_ms": f.e2e_ms,
-            "itl_ms_mean": sum(f.itl_ms) / len(f.itl_ms) if f.itl_ms else None,
-            "itl_ms_max": max(f.itl_ms) if f.itl_ms else None, "send_slip_ms": f.send_slip_ms,
-            "client_wait_ms": f.client_wait_ms, "queue_ms": f.queue_ms, "met_slo": int(f.meets(result.slo)),
-        })
+        row = {**_keys(result), "request_index": r.index, "scheduled_s": r.scheduled_s - t0,
+               "dispatched_s": r.dispatched_s - t0, "sent_s": r.sent_s - t0,
+               "first_token_s": None if r.first_token_s is None else r.first_token_s - t0,
+               "last_token_s": None if r.last_token_s is None else r.last_token_s - t0,
+               "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
+               "output_tokens_source": r.output_tokens_source, "met_slo": 0, "error": r.error}
+        if r.ok:
+            f = request_figures(r)
+            row.update(ttft_ms=f.ttft_ms, tpot_ms=f.tpot_ms, e2e_ms=f.e2e_ms,
+                       itl_ms_mean=sum(f.itl_ms) / len(f.itl_ms) if f.itl_ms else None,
+                       itl_ms_max=max(f.itl_ms) if f.itl_ms else None, send_slip_ms=f.send_slip_ms,
+                       client_wait_ms=f.client_wait_ms, queue_ms=f.queue_ms, met_slo=int(f.meets(result.slo)))
+        else:
+            row.update(send_slip_ms=(r.dispatched_s - r.scheduled_s) * 1e3,
+                       client_wait_ms=(r.sent_s - r.dispatched_s) * 1e3)
+        rows.append(row)
     return rows
 
 

@@ -26,7 +26,7 @@ from harness.plan.points import EntryPlan, PlannedPoint, SweepPoint, concurrency
 from harness.scenarios.batch import BatchSpec, BatchTiming
 from harness.scenarios.batch_search import BatchSearch
 from harness.scenarios.rate_search import RateSearch
-from harness.scenarios.stream import StreamSpec, StreamTiming
+from harness.scenarios.stream import RequestTiming, StreamSpec, StreamTiming
 
 
 class RunEvents:
@@ -189,6 +189,8 @@ class EntryRunner:
             else:
                 result = self._result(pp, "ok", samples=self._time_point(pp.point))
                 result.converged = self._converged(result.samples)
+        except StreamFailed as e:  # its message says what failed; its requests are kept
+            return self._result(pp, "error", " ".join(str(e).split())[:500], stream=e.timing)
         except Exception as e:
             if not is_oom(e):
                 return self._result(pp, "error", one_line(e))
@@ -235,14 +237,17 @@ class EntryRunner:
         timed ones."""
         stream_config = self.config.stream
         start = time.perf_counter()
+        share = stream_config.max_failed_share
         if stream_config.num_warmup_requests:
             warmup = self.workload.stream(point, "warmup", stream_config)
-            check_stream_output(self.backend.serve(warmup), warmup)
+            try:
+                judge_stream(self.backend.serve(warmup), warmup, share)
+            except StreamFailed as e:  # untimed requests are not kept
+                raise RuntimeError(f"warm-up: {e}") from None
         self.phase_s["warmup_s"] = time.perf_counter() - start
         start = time.perf_counter()
         timed = self.workload.stream(point, "timed", stream_config)
-        timing = self.backend.serve(timed)
-        check_stream_output(timing, timed)
+        timing = judge_stream(self.backend.serve(timed), timed, share)
         self.phase_s["timed_s"] = time.perf_counter() - start
         ids = tuple(r.token_ids for r in timing.requests)
         self.first_token_ids = ids if all(i is not None for i in ids) else None
@@ -288,22 +293,41 @@ def check_output(timing: BatchTiming, batch: BatchSpec) -> None:
             raise ShortOutputError(f"a sequence produced {got} tokens, outside 1..{budget}")
 
 
-def check_stream_output(timing: StreamTiming, stream: StreamSpec) -> None:
-    """Every request must come back, in order, within its budget (exactly it when forced): a failed or short
-    request makes the point's figures meaningless, as in a batch. The first failure names the point's error."""
+class StreamFailed(RuntimeError):
+    """More of a stream's requests failed than stream.max_failed_share allows: the point is an error, and its
+    requests (`timing`, failures marked) are still written."""
+
+    def __init__(self, message: str, timing: StreamTiming):
+        super().__init__(message)
+        self.timing = timing
+
+
+def judge_stream(timing: StreamTiming, stream: StreamSpec, max_failed_share: float) -> StreamTiming:
+    """Every request must come back, in order; one that failed, or came back with a token count outside its budget
+    (other than exactly it when forced), is a failed request. Returns the timing with those marked (`error`);
+    raises StreamFailed, naming the first failure, when their share is over `max_failed_share`."""
     if len(timing.requests) != stream.num_requests:
         raise ShortOutputError(f"got {len(timing.requests)} request timings for a stream of {stream.num_requests}")
     assert [r.index for r in timing.requests] == list(range(stream.num_requests)), "requests out of order"
-    failed = [r for r in timing.requests if not r.ok]
-    if failed:
+    judged = tuple(_judged(r, budget, stream.requests.forced)
+                   for r, budget in zip(timing.requests, stream.requests.max_tokens))
+    timing = dataclasses.replace(timing, requests=judged)
+    failed = [r for r in judged if not r.ok]
+    if len(failed) > max_failed_share * stream.num_requests:
         first = failed[0]
-        raise RuntimeError(f"{len(failed)} of {stream.num_requests} requests failed; request {first.index}: "
-                           f"{first.error or 'no tokens came back'}")
-    for r, budget in zip(timing.requests, stream.requests.max_tokens):
-        if stream.requests.forced and r.output_tokens != budget:
-            raise ShortOutputError(f"request {r.index} produced {r.output_tokens} tokens, {budget} were forced")
-        if not 1 <= r.output_tokens <= budget:
-            raise ShortOutputError(f"request {r.index} produced {r.output_tokens} tokens, outside 1..{budget}")
+        raise StreamFailed(f"{len(failed)} of {stream.num_requests} requests failed (stream.max_failed_share: "
+                           f"{max_failed_share:g}); request {first.index}: {first.error}", timing)
+    return timing
+
+
+def _judged(r: RequestTiming, budget: int, forced: bool) -> RequestTiming:
+    if not r.ok:
+        return r if r.error else dataclasses.replace(r, error="no tokens came back")
+    if forced and r.output_tokens != budget:
+        return dataclasses.replace(r, error=f"ShortOutputError: {r.output_tokens} tokens, {budget} were forced")
+    if not 1 <= r.output_tokens <= budget:
+        return dataclasses.replace(r, error=f"ShortOutputError: {r.output_tokens} tokens, outside 1..{budget}")
+    return r
 
 
 def to_sample(index: int, timing: BatchTiming, batch: BatchSpec, energy_j: Optional[float] = None) -> BatchSample:

@@ -1,0 +1,103 @@
+"""A test tool, not a server to measure: an OpenAI-compatible completions server on loopback that answers like vLLM
+(one token per SSE chunk with running usage, then a usage chunk and `data: [DONE]`) and breaks the requests it is
+told to, the way real servers break.
+
+    python tests/fault_server.py --port 8000 --faults close,500,429,malformed,stall --every 3 --skip 2
+
+Requests are numbered in the order they arrive (1, 2, ...); the first `--skip` (a sweep's warm-up) are always
+answered, then every `--every`-th one gets the next fault of `--faults`, in turn:
+- close: two tokens, then the connection is dropped mid-response;
+- 500, 429: that status, no stream (429 with Retry-After);
+- malformed: a token, then an SSE line that is not JSON;
+- stall: a token, then nothing until the client gives up.
+`--die-after N`: the process exits (code 3) when request N arrives, after sending it a token: a server that dies
+mid-point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+
+from aiohttp import web
+
+TOKEN_GAP_S = 0.002
+
+
+def chunk(index: int, usage: int, prompt_tokens: int, finish: bool = False) -> bytes:
+    body = {"object": "text_completion", "model": "fault",
+            "choices": [{"index": 0, "text": f" t{index}", "finish_reason": "length" if finish else None}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": usage, "total_tokens": prompt_tokens + usage}}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+class FaultServer:
+    def __init__(self, faults, every: int, skip: int, die_after: int):
+        self.faults, self.every, self.skip, self.die_after = faults, every, skip, die_after
+        self.arrived = 0
+
+    def fault_for(self, number: int):
+        counted = number - self.skip
+        if counted <= 0 or self.every <= 0 or not self.faults or counted % self.every:
+            return None
+        return self.faults[(counted // self.every - 1) % len(self.faults)]
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        self.arrived += 1
+        number = self.arrived
+        body = await request.json()
+        fault = self.fault_for(number)
+        if fault == "500":
+            return web.Response(status=500, text="injected fault: internal server error")
+        if fault == "429":
+            return web.Response(status=429, text="injected fault: too many requests", headers={"Retry-After": "1"})
+        prompt_tokens = len(body.get("prompt") or [])
+        max_tokens = int(body.get("max_tokens") or 16)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for i in range(1, max_tokens + 1):
+            await asyncio.sleep(TOKEN_GAP_S)
+            await response.write(chunk(i, i, prompt_tokens, finish=i == max_tokens))
+            if number == self.die_after:
+                os._exit(3)
+            if fault == "close" and i == 2:
+                request.transport.close()
+                return response
+            if fault == "malformed":
+                await response.write(b"data: {not json\n\n")
+            if fault == "stall":
+                await asyncio.sleep(3600)
+        await response.write(b'data: {"choices": [], "usage": {"completion_tokens": %d}}\n\n' % max_tokens)
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+
+async def health(_request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def models(_request: web.Request) -> web.Response:
+    return web.json_response({"data": [{"id": "fault"}]})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--faults", default="", help="comma-separated: close, 500, 429, malformed, stall")
+    parser.add_argument("--every", type=int, default=0)
+    parser.add_argument("--skip", type=int, default=0)
+    parser.add_argument("--die-after", type=int, default=0)
+    args = parser.parse_args()
+    server = FaultServer([f for f in args.faults.split(",") if f], args.every, args.skip, args.die_after)
+    app = web.Application()
+    app.add_routes([web.get("/health", health), web.get("/v1/models", models),
+                    web.post("/v1/completions", server.completions)])
+    # A stalled handler is dropped when its client gives up, and does not hold up SIGTERM.
+    web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None, shutdown_timeout=1.0,
+                handler_cancellation=True)
+
+
+if __name__ == "__main__":
+    main()
