@@ -100,6 +100,8 @@ def read_results(source: Path) -> pd.DataFrame:
         # A search's own row holds its answer, no figures: the rows of the batches or rates it tried hold them
         # (the largest batch's is marked max_batch).
         table = table[table["search"] != "result"].reset_index(drop=True)
+    if "server_metrics_file" in table.columns:  # written relative to its results folder
+        table["server_metrics_file"] = [str(path.parent / f) if f else "" for f in table["server_metrics_file"]]
     table[SOURCE_COLUMN] = path.parent.name
     return table
 

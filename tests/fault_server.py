@@ -29,7 +29,8 @@ TOKEN_GAP_S = 0.002
 def chunk(index: int, usage: int, prompt_tokens: int, finish: bool = False) -> bytes:
     body = {"object": "text_completion", "model": "fault",
             "choices": [{"index": 0, "text": f" t{index}", "finish_reason": "length" if finish else None}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": usage, "total_tokens": prompt_tokens + usage}}
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": usage,
+                      "total_tokens": prompt_tokens + usage}}
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 

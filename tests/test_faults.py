@@ -96,7 +96,8 @@ def test_a_point_is_ok_while_failures_stay_within_max_failed_share(tmp_path, sha
         assert float(row["slo_attainment"]) <= 9 / 12  # a failed request met no target
         assert float(row["achieved_request_rate"]) * float(row["duration_s"]) == pytest.approx(9, rel=1e-4)
     else:
-        assert row["error"].startswith("3 of 12 requests failed (stream.max_failed_share: 0); request 3: RuntimeError: HTTP 500")
+        assert row["error"].startswith("3 of 12 requests failed (stream.max_failed_share: 0); request 3: "
+                                       "RuntimeError: HTTP 500")
         assert row["ttft_ms_p50"] == ""  # an error point reports no latencies
     assert processes_with(marker) == []
 

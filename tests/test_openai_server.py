@@ -16,6 +16,7 @@ from backends.openai_compat.backend import OpenAIBackend, OpenAIOptions, server_
 from backends.registry import BACKENDS
 from harness.config.sections import ModelConfig
 from harness.errors import UserError
+from harness.measure.metrics import server_figures
 from harness.model.spec import resolve_model
 from harness.plan.points import SweepShape
 from harness.run.process_group import free_port
@@ -179,6 +180,26 @@ def test_chat_completions_send_the_conversation(server, model):
             client.serve(make_stream(2, 4))
     finally:
         client.close()
+
+
+def test_the_servers_own_metrics_are_scraped_while_a_stream_runs(server, model):
+    assert server.runtime_info()["server_metrics"] == f"GET {server.base_url}/metrics every 0.5 s while a stream runs"
+    client = make_backend(model, base_url=server.base_url, metrics_interval_s=0.05)
+    client.load()
+    try:
+        timing = client.serve(make_stream(32, 32, arrival="burst"))
+    finally:
+        client.close()
+    assert all(r.ok for r in timing.requests)
+    series = timing.server
+    assert len(series.times_s) >= 3 and list(series.times_s) == sorted(series.times_s)
+    assert series.times_s[0] < 0 < series.times_s[-1]  # a scrape before the first request and one after the last
+    running = series.values["requests_running"]
+    assert running[0] == running[-1] == 0 and max(running) >= 1  # seen while the burst ran
+    assert max(series.values["kv_cache_usage"]) > 0
+    figures = server_figures(series)
+    assert figures["server_requests_running_max"] >= 1 and figures["server_preemptions"] == 0
+    assert 0 < figures["server_kv_cache_usage_max"] <= 1
 
 
 def test_a_running_server_that_answers_health_with_an_error_ends_the_entry_at_once(server, model):

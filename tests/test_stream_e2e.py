@@ -18,6 +18,7 @@ import uuid
 import pytest
 
 from harness.measure.writers import REQUEST_COLUMNS, RESULT_COLUMNS
+from harness.scenarios.stream import SERVER_SERIES
 from tests.conftest import REPO, run_benchmark
 from tests.contract import MARKER, processes_with, remove_orphaned_shm, rows, run_marked, shm_segments
 
@@ -54,7 +55,7 @@ def sweep(tmp_path_factory):
         HF_STATIC,
         "{name: hf, label: hf-continuous, device: cpu, batching: continuous, max_batch_size: 4}",
         "{name: vllm, enforce_eager: true, kv_cache_memory_bytes: 268435456}",
-        f"{{name: openai, label: vllm-serve, command: '{SERVER}'}}",
+        f"{{name: openai, label: vllm-serve, command: '{SERVER}', metrics_interval_s: 0.1}}",
     ])
     stream_yaml(tmp / "sweep.yaml", backends)
     env = {**os.environ, MARKER: uuid.uuid4().hex}
@@ -123,10 +124,32 @@ def test_greedy_tokens_agree_between_hf_static_and_continuous(sweep):
     assert float(shares["hf-continuous"]) == 1.0  # same weights as hf-static, the reference entry
 
 
+def test_the_servers_own_metrics_beside_its_rows(sweep):
+    """vllm-serve's points carry vLLM's own figures, and a file of the series scraped every 0.1 s; the in-process
+    engines have none. The gauges are mostly 0 here (a request takes ~15 ms), the counters are exact: each timed
+    request asks the prefix cache about its 24 prompt tokens, and random prompts share no prefix."""
+    _, out, _ = sweep
+    served = []
+    for r in rows(out / "results.csv"):
+        if r["backend"] != "vllm-serve":
+            assert r["server_metrics_file"] == r["server_kv_cache_usage_max"] == "", r
+            continue
+        assert r["server_preemptions"] == "0" and 0 <= float(r["server_kv_cache_usage_max"]) <= 1
+        assert float(r["server_requests_running_max"]) >= 0 and float(r["server_prefix_cache_hit_rate"]) == 0
+        series = rows(out / r["server_metrics_file"])
+        assert list(series[0]) == ["t_s", *SERVER_SERIES] and len(series) >= 3
+        assert float(series[0]["t_s"]) < 0 < float(series[-1]["t_s"])  # before the first request, after the last
+        queried = float(series[-1]["prefix_cache_queries"]) - float(series[0]["prefix_cache_queries"])
+        assert queried == NUM_REQUESTS * 24
+        served.append(r)
+    assert len(served) == 2
+
+
 def test_stream_charts_and_report(sweep):
     _, out, _ = sweep
     charts = {p.name for p in (out / "plots").iterdir()}
-    for stem in ("stream_latency_vs_rate", "stream_throughput_vs_rate", "stream_goodput_vs_rate", "stream_ttft_cdf"):
+    for stem in ("stream_latency_vs_rate", "stream_throughput_vs_rate", "stream_goodput_vs_rate", "stream_ttft_cdf",
+                 "stream_server"):
         assert f"{stem}_in24_out8.png" in charts
     report = (out / "plots" / "report.md").read_text()
     assert "## Request streams" in report and "Static vs continuous batching" in report

@@ -59,7 +59,9 @@ def test_chat_stream_on_transformers_serve(server, model):
         assert r.input_tokens == len(prompt)  # it applied the chat template the harness counted with
         # text chunks only where tokens decode to some: at least one, never more than one per token
         assert 0 <= len(r.token_gaps_s) <= 7 and r.first_token_s <= r.last_token_s
+    assert timing.server is None  # it has no metrics endpoint, which the manifest says
     info = server.runtime_info()
+    assert info["server_metrics"] == f"GET {server.base_url}/metrics answered HTTP 404: no server metrics"
     assert info["model"].endswith("checkpoint") and os.path.isfile(os.path.join(info["model"], "model.safetensors"))
 
 

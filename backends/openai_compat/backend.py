@@ -14,6 +14,7 @@ In backends/openai_compat/, not backends/openai.py, so that nothing can shadow t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shlex
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from backends.base import Backend, Placement
+from backends.openai_compat import server_metrics
 from backends.openai_compat.client import ENDPOINTS, CompletionsClient
 from backends.openai_compat.options import OpenAIOptions, server_root, starts_vllm
 from backends.openai_compat.process import exit_wording, log_tail, start_server, stop_group
@@ -113,6 +115,9 @@ class OpenAIBackend(Backend):
             self.served_model = self._fill(o.model, self._values) if o.model else self._first_model()
             self.server_version = self._server_version()
             tokenizer = self._output_tokenizer()
+            self.metrics_url = self.base_url + o.metrics_path if o.metrics_path else None
+            self.metrics_note = server_metrics.probe(self.metrics_url, self._auth_headers()) if o.metrics_path \
+                else "metrics_path: null, not scraped"
         except BaseException:
             self.close()
             raise
@@ -247,8 +252,17 @@ class OpenAIBackend(Backend):
         if self._proc is not None and self._proc.poll() is not None:
             raise RuntimeError(f"the server {exit_wording(self._proc.returncode)} during the sweep; last lines of "
                                f"its log: {log_tail(self.log_path) or '(empty)'}")
-        with paused_gc():
-            return self._loop.run_until_complete(self.client.serve(stream))
+        scraper = None
+        if self.metrics_note is None:
+            scraper = server_metrics.Scraper(self.metrics_url, self._auth_headers(), self.options.metrics_interval_s)
+            scraper.start()
+        try:
+            with paused_gc():
+                timing = self._loop.run_until_complete(self.client.serve(stream))
+        finally:
+            if scraper is not None:
+                scraper.stop()
+        return timing if scraper is None else dataclasses.replace(timing, server=scraper.series(timing.start_s))
 
     # --- the rest -------------------------------------------------------------------------------------------
 
@@ -262,6 +276,8 @@ class OpenAIBackend(Backend):
         if self.options.command is not None:
             info["command"] = self.options.command
             info["argv"] = self.argv
+        info["server_metrics"] = self.metrics_note or (f"GET {self.metrics_url} every "
+                                                        f"{self.options.metrics_interval_s:g} s while a stream runs")
         return info
 
     def close(self) -> None:

@@ -110,7 +110,8 @@ class CompletionsClient:
         try:
             return await self._exchange(session, bodies, batch, index)
         except asyncio.TimeoutError:
-            raise RuntimeError(f"no complete response within request_timeout_s ({self.request_timeout_s:g} s)") from None
+            limit = f"{self.request_timeout_s:g} s"
+            raise RuntimeError(f"no complete response within request_timeout_s ({limit})") from None
         except aiohttp.ClientPayloadError as e:  # its own words name the transfer encoding, not what happened
             raise RuntimeError(f"the connection closed mid-response ({' '.join(str(e).split())})") from None
 

@@ -46,6 +46,11 @@ class OpenAIOptions(BackendOptions):
                                    "answer health_path with 200.")
     connect_timeout_s: float = opt(30.0, help="With base_url: seconds a server that refuses connections is waited "
                                    "for (it may still be starting); any answer other than 200 ends the entry at once.")
+    metrics_path: Optional[str] = opt(
+        "/metrics", help="GET path, from the server's root, of its Prometheus metrics, scraped while each stream runs "
+        "(requests running and waiting, KV-cache usage, preemptions, prefix-cache hits: vLLM, SGLang, TGI); where "
+        "the server has none, a note in the manifest. null: not scraped.")
+    metrics_interval_s: float = opt(0.5, help="Seconds between two scrapes of metrics_path.")
     request_timeout_s: float = opt(600.0, help="Seconds one request may take, from sending to its last chunk.")
     continuous_usage_stats: bool = opt(
         True, help="Ask for usage in every chunk (vLLM's stream_options.continuous_usage_stats), which tells how "
@@ -72,9 +77,11 @@ class OpenAIOptions(BackendOptions):
         for name, allowed in (("endpoint", ENDPOINTS), ("extensions", EXTENSIONS)):
             if getattr(self, name) not in allowed:
                 raise UserError(f"{key}.{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")
-        if not self.health_path.startswith("/"):
-            raise UserError(f"{key}.health_path: must start with '/', got {self.health_path!r}")
-        for name in ("startup_timeout_s", "connect_timeout_s", "request_timeout_s"):
+        for name in ("health_path", "metrics_path"):
+            path = getattr(self, name)
+            if path is not None and not path.startswith("/"):
+                raise UserError(f"{key}.{name}: must start with '/', got {path!r}")
+        for name in ("startup_timeout_s", "connect_timeout_s", "request_timeout_s", "metrics_interval_s"):
             if getattr(self, name) <= 0:
                 raise UserError(f"{key}.{name}: must be more than 0 s, got {getattr(self, name)}")
         if self.api_key_env is not None and not os.environ.get(self.api_key_env):

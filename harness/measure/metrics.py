@@ -16,7 +16,7 @@ import numpy as np
 from harness.measure import stats
 from harness.measure.records import SLO, BatchSample, PointResult
 from harness.scenarios.batch import SpecCounts
-from harness.scenarios.stream import RequestTiming, StreamTiming
+from harness.scenarios.stream import RequestTiming, ServerSeries, StreamTiming
 
 STATS = ("mean", "p50", "p90", "p99", "std")
 REQUEST_STATS = ("mean", "p50", "p90", "p99")
@@ -210,7 +210,33 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     out["queue_ms_mean"] = float(np.mean(queues)) if queues else None
     out.update(token_counts_of([r.input_tokens for r in requests], [r.output_tokens for r in requests]))
     out.update(spec_figures([timing.spec] if timing.spec is not None else []))
+    out.update(server_figures(timing.server))
     return out
+
+
+def server_figures(series: Optional[ServerSeries]) -> Dict[str, Optional[float]]:
+    """What the server reported over a stream (docs/measurement.md, "Server metrics"): its gauges' peaks, its
+    counters' increase from the scrape before the first request to the one after the last; None where the server
+    has no such metric."""
+    if series is None or not series.times_s:
+        return {}
+
+    def known(name: str) -> List[float]:
+        return [v for v in series.values[name] if v is not None]
+
+    def peak(name: str) -> Optional[float]:
+        return max(known(name), default=None)
+
+    def increase(name: str) -> Optional[float]:
+        values = known(name)
+        return values[-1] - values[0] if len(values) >= 2 else None
+
+    hits, queries = increase("prefix_cache_hits"), increase("prefix_cache_queries")
+    return {"server_requests_running_max": peak("requests_running"),
+            "server_requests_waiting_max": peak("requests_waiting"),
+            "server_kv_cache_usage_max": peak("kv_cache_usage"),
+            "server_preemptions": increase("preemptions"),
+            "server_prefix_cache_hit_rate": hits / queries if hits is not None and queries else None}
 
 
 def max_in_flight(requests: Sequence[RequestTiming]) -> int:

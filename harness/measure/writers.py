@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set
 
@@ -26,7 +27,9 @@ from harness.measure.metrics import (
 from harness.measure.records import PointKey, PointResult, point_key
 from harness.model.roofline import ROOFLINE_COLUMNS
 from harness.plan.points import SweepPoint
+from harness.scenarios.stream import SERVER_SERIES, ServerSeries
 
+SERVER_METRICS_DIR = "server_metrics"  # one CSV per stream point of an entry that scrapes its server
 CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size"]
 # For a prompt file, input_length is its prompts' mean length; the real counts are in TOKEN_COLUMNS. A stream's
 # output_tokens_source: where its requests' output counts come from (RequestTiming), joined with "+" if they differ.
@@ -50,6 +53,10 @@ SEARCH_COLUMNS = ["search", "search_probes", "max_rate_within_slo", "max_batch_s
 # Entries with a `speculative` section (docs/measurement.md, "Speculative decoding"): the method, the engine's
 # counters, and the comparison with spec_baseline, the same engine without speculation.
 SPEC_COLUMNS = ["spec_method", "spec_tokens", *SPEC_FIGURES, "spec_baseline", "speedup_vs_baseline"]
+# Stream points of an entry that scrapes its server's metrics (docs/measurement.md, "Server metrics"); the time
+# series is in server_metrics_file, relative to the results folder.
+SERVER_COLUMNS = ["server_requests_running_max", "server_requests_waiting_max", "server_kv_cache_usage_max",
+                  "server_preemptions", "server_prefix_cache_hit_rate", "server_metrics_file"]
 # Share of greedy tokens identical to the reference's at the same point: a speculative entry's spec_baseline, any
 # other entry the sweep's first entry without speculation (same weights only; harness/measure/crosscheck.py).
 CROSSCHECK_COLUMNS = ["tokens_identical_share"]
@@ -61,7 +68,7 @@ RESULT_COLUMNS = (
     + CI_COLUMNS + ["converged"] + TOKEN_COLUMNS
     + [f"{m}_{s}" for m in REQUEST_METRICS for s in REQUEST_STATS]
     + ["peak_memory_bytes", "memory_before_load_bytes", "estimated_memory_bytes", "load_time_s"]
-    + STREAM_COLUMNS + SEARCH_COLUMNS + ENGINE_COLUMNS + SPEC_COLUMNS + CROSSCHECK_COLUMNS
+    + STREAM_COLUMNS + SEARCH_COLUMNS + ENGINE_COLUMNS + SERVER_COLUMNS + SPEC_COLUMNS + CROSSCHECK_COLUMNS
     # What the numbers mean (docs/measurement.md): the entry's peaks, MBU, MFU, the roofline, the price per token,
     # and the energy NVML measured on the entry's GPUs.
     + ROOFLINE_COLUMNS + ["energy_j_per_output_token", "avg_power_w"]
@@ -101,6 +108,7 @@ def result_row(result: PointResult, figures: Optional[Dict[str, Optional[float]]
         if result.stream is not None:
             sources = sorted({r.output_tokens_source for r in result.stream.requests if r.ok})
             row["output_tokens_source"] = "+".join(sources) or None
+            row["server_metrics_file"] = server_series_file(result)
     row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_COLUMNS})
     row.update(point_figures(result) if figures is None else figures)
     row.update(result.explained)
@@ -130,6 +138,22 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
                        client_wait_ms=(r.sent_s - r.dispatched_s) * 1e3)
         rows.append(row)
     return rows
+
+
+def server_series_file(result: PointResult) -> Optional[str]:
+    """Where a stream point's server series goes, relative to the results folder; None without one."""
+    if result.stream is None or result.stream.server is None:
+        return None
+    c, p = result.context, result.point
+    parts = [c.model, c.backend, f"in{p.input_length}", f"out{p.output_length}", f"rate{p.request_rate:g}"]
+    if p.max_concurrency:
+        parts.append(f"cap{p.max_concurrency}")
+    return f"{SERVER_METRICS_DIR}/{re.sub(r'[^A-Za-z0-9._-]+', '-', '_'.join(parts))}.csv"
+
+
+def server_series_rows(series: ServerSeries) -> List[Dict[str, object]]:
+    return [{"t_s": t, **{name: series.values[name][i] for name in SERVER_SERIES}}
+            for i, t in enumerate(series.times_s)]
 
 
 def sample_rows(result: PointResult) -> List[Dict[str, object]]:
@@ -187,6 +211,10 @@ class ResultsDir:
         requests = request_rows(result)
         if requests:  # a sweep without streams has no requests.csv
             _append(self.requests_csv, REQUEST_COLUMNS, requests)
+        series_file = server_series_file(result)
+        if series_file:  # rewritten whole: a resumed sweep's point is new
+            (self.path / SERVER_METRICS_DIR).mkdir(exist_ok=True)
+            _rewrite(self.path / series_file, ["t_s", *SERVER_SERIES], server_series_rows(result.stream.server))
         if result.max_batch_size_found is None:
             _append(self.results_csv, RESULT_COLUMNS, [row])
             return

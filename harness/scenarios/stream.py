@@ -16,7 +16,7 @@ import contextlib
 import gc
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, List, Optional, Sequence, Tuple
+from typing import Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
 
 from harness.scenarios.batch import BatchSpec, SpecCounts
 
@@ -79,15 +79,32 @@ class RequestTiming:
         return not self.error and self.first_token_s is not None and self.last_token_s is not None
 
 
+# The server's own series, where a backend scrapes them from a server: gauges, then counters; kv_cache_usage is a
+# fraction of the KV cache in use.
+SERVER_SERIES = ("requests_running", "requests_waiting", "kv_cache_usage", "preemptions", "prefix_cache_hits",
+                 "prefix_cache_queries")
+
+
+@dataclass(frozen=True)
+class ServerSeries:
+    """What the server reported while a stream ran, one scrape per time: `times_s` from the stream's start (a
+    first scrape may come before it); `values[name]` (SERVER_SERIES), None where the server has no such metric."""
+
+    times_s: Tuple[float, ...]
+    values: Dict[str, Tuple[Optional[float], ...]]
+
+
 @dataclass(frozen=True)
 class StreamTiming:
     """A whole stream: `start_s` is its time zero (request i is due at start_s + arrivals_s[i]); `spec`: the
-    speculative-decoding counters of its requests, from an entry that speculates."""
+    speculative-decoding counters of its requests, from an entry that speculates; `server`: the server's own
+    series, from an entry that scrapes them."""
 
     start_s: float
     end_s: float
     requests: Tuple[RequestTiming, ...]
     spec: Optional[SpecCounts] = None
+    server: Optional[ServerSeries] = field(default=None, repr=False)
 
 
 class TokenClock:

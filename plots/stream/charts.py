@@ -1,5 +1,6 @@
-"""The four stream charts: latency, output throughput and goodput vs offered request rate, and the
-distribution of per-request TTFT at one rate. One figure per (input, output, concurrency cap) group.
+"""The stream charts: latency, output throughput and goodput vs offered request rate, the distribution of
+per-request TTFT at one rate, and (plots/stream/server.py) the server's own queue and KV cache over time. One
+figure per (input, output, concurrency cap) group.
 
 A burst (every request at once, request_rate inf) has no place on a rate axis: its numbers are in the
 caption instead. Points that did not end ok are named in the caption, as in the batch charts.
@@ -31,6 +32,7 @@ from plots.data import SERIES
 from plots.load import REQUEST_JOIN_COLUMNS, SOURCE_COLUMN, STREAM
 from plots.stream import selections
 from plots.stream.selections import StreamGroup
+from plots.stream.server import server_timeline
 
 RATE_LABEL = "offered request rate (requests/s)"
 SUSTAINED_RING_SIZE = 15
@@ -240,7 +242,7 @@ def _requests_at(ctx: ChartContext, group: StreamGroup, rate: float) -> pd.DataF
     return requests.merge(points[keys + [SERIES]].drop_duplicates(keys), on=keys, how="inner")
 
 
-ALL_STREAM_CHARTS = (latency_vs_rate, throughput_vs_rate, goodput_vs_rate, ttft_cdf)
+ALL_STREAM_CHARTS = (latency_vs_rate, throughput_vs_rate, goodput_vs_rate, ttft_cdf, server_timeline)
 
 
 def chart_jobs(ctx: ChartContext) -> List[ChartJob]:
