@@ -184,10 +184,11 @@ def test_chat_completions_send_the_conversation(server, model):
 
 def test_the_servers_own_metrics_are_scraped_while_a_stream_runs(server, model):
     assert server.runtime_info()["server_metrics"] == f"GET {server.base_url}/metrics every 0.5 s while a stream runs"
-    client = make_backend(model, base_url=server.base_url, metrics_interval_s=0.05)
+    client = make_backend(model, base_url=server.base_url, metrics_interval_s=0.02)
     client.load()
     try:
-        timing = client.serve(make_stream(32, 32, arrival="burst"))
+        # 64 requests of 64 tokens at once keep the server busy for ~0.5 s here: ~25 scrapes see them
+        timing = client.serve(make_stream(64, 64, arrival="burst"))
     finally:
         client.close()
     assert all(r.ok for r in timing.requests)
