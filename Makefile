@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts demo-stream demo-servers demo-speculative test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve clean
+.PHONY: setup demo demo-prompts demo-stream demo-servers demo-speculative test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve agree-clients clean
 
 setup: $(READY)
 
@@ -62,3 +62,7 @@ agree-vllm: setup
 # The openai backend vs vLLM's own serving benchmark on one vllm serve, same stream, alternated (target within 10%).
 agree-serve: setup
 	$(PY) benchmarks/agree_serve.py
+
+# The openai backend vs aiperf (in .venv-aiperf, made on first use) on one vllm serve, alternated (target within 5%).
+agree-clients: setup
+	$(PY) benchmarks/agree_clients.py

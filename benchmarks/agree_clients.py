@@ -5,7 +5,8 @@ Same server, stream shape and alternation as benchmarks/agree_serve.py (benchmar
 made on first use: its pins clash with vLLM's), on synthetic prompts of the same length, the same forced output
 length (`--extra-inputs ignore_eos:true min_tokens:N`, as ours sends), the same Poisson rate and count, token counts
 from the server's usage (`--use-server-token-count`: a random-weight model's text does not re-tokenize to its
-tokens). aiperf's `inter_token_latency` is per request (last token - first token) / (tokens - 1), our TPOT's
+tokens), and the model's vocabulary cut to its tokenizer's 3747 tokens (aiperf times chunks with text only, and
+random weights would otherwise pick ids that decode to none). aiperf's `inter_token_latency` is per request (last token - first token) / (tokens - 1), our TPOT's
 definition; its `time_to_first_token` runs from sending, ours from the scheduled arrival, which our client meets
 to within a fraction of a millisecond here.
 
@@ -42,6 +43,9 @@ def aiperf_executable() -> Path:
 class Aiperf:
     name = "aiperf"
     tolerance = 0.05
+    # aiperf's first token is the first chunk with text, and a response with none is an error ("No responses with
+    # actual content"): every token must decode to some.
+    text_tokens = True
 
     def __init__(self):
         self.exe = aiperf_executable()

@@ -5,7 +5,8 @@ sustainable Poisson rate, until enough pairs are quiet (no busy neighbour on the
 
 A peer is an object with `name` (as printed), `tolerance` (the target: ratio ours/theirs within 1 +/- it) and
 `run(backend, model_dir, args, result_dir, repeat, others) -> {"ttft", "tpot", "input", "output"}` (medians in ms,
-mean token counts), which starts `others` when its timed requests start and stops it when they end.
+mean token counts), which starts `others` when its timed requests start and stops it when they end; `text_tokens`
+(optional): the peer times only chunks with text (see `build_backend`).
 """
 
 import argparse
@@ -102,16 +103,23 @@ def parse_args(description: str) -> argparse.Namespace:
     return parser.parse_args()
 
 
-def build_backend(args):
-    """The tiny model and the `openai` backend that starts its vLLM server (not started yet: see `load`)."""
+def build_backend(args, text_tokens: bool = False):
+    """The tiny model and the `openai` backend that starts its vLLM server (not started yet: see `load`).
+    `text_tokens`: the model's vocabulary cut to its tokenizer's, so that every token it picks has text, for a peer
+    that times only chunks with text (random weights otherwise pick ids past the tokenizer's, which decode to
+    nothing)."""
     sys.path.insert(0, str(REPO))
     from backends.openai_compat.backend import OpenAIBackend, OpenAIOptions
     from harness.config.sections import ModelConfig
-    from harness.model.spec import resolve_model
+    from harness.model.spec import PRESETS_DIR, resolve_model
     from harness.plan.points import SweepShape
 
-    model = resolve_model(ModelConfig(preset="tiny-llama", weights="random", dtype="fp32",
-                                      overrides={"num_hidden_layers": args.layers}))
+    overrides = {"num_hidden_layers": args.layers}
+    if text_tokens:
+        from transformers import AutoTokenizer
+
+        overrides["vocab_size"] = len(AutoTokenizer.from_pretrained(PRESETS_DIR / "tiny-llama"))
+    model = resolve_model(ModelConfig(preset="tiny-llama", weights="random", dtype="fp32", overrides=overrides))
     options = OpenAIOptions(name="openai", command=SERVER)
     options.validate("backend")
     backend = OpenAIBackend(options, model, SweepShape(0, args.input_len, args.output_len, scenario="stream"))
@@ -119,7 +127,7 @@ def build_backend(args):
 
 
 def main(args: argparse.Namespace, peer) -> None:
-    model, backend = build_backend(args)
+    model, backend = build_backend(args, getattr(peer, "text_tokens", False))
     print(f"{model.label} fp32 cpu, vLLM server (eager, no prefix caching); Poisson {args.rate:g} req/s, "
           f"{args.num_requests} requests, input {args.input_len}, output {args.output_len} (ignore_eos), greedy; "
           f"ours and {peer.name} alternated until {args.repeats} quiet pairs (at most {args.max_pairs})",
