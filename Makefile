@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts demo-stream demo-servers demo-speculative test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve agree-clients clean
+.PHONY: setup demo demo-prompts demo-stream demo-servers demo-speculative test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -66,3 +66,7 @@ agree-serve: setup
 # The openai backend vs aiperf (in .venv-aiperf, made on first use) on one vllm serve, alternated (target within 5%).
 agree-clients: setup
 	$(PY) benchmarks/agree_clients.py
+
+# The highest rate the openai backend and aiperf each keep on time on one core, against a loopback load sink.
+client-capacity: setup
+	$(PY) benchmarks/client_capacity.py

@@ -6,8 +6,8 @@ made on first use: its pins clash with vLLM's), on synthetic prompts of the same
 length (`--extra-inputs ignore_eos:true min_tokens:N`, as ours sends), the same Poisson rate and count, token counts
 from the server's usage (`--use-server-token-count`: a random-weight model's text does not re-tokenize to its
 tokens), and the model's vocabulary cut to its tokenizer's 3747 tokens (aiperf times chunks with text only, and
-random weights would otherwise pick ids that decode to none). aiperf's `inter_token_latency` is per request (last token - first token) / (tokens - 1), our TPOT's
-definition; its `time_to_first_token` runs from sending, ours from the scheduled arrival, which our client meets
+random weights would otherwise pick ids that decode to none). aiperf's `inter_token_latency` is per request
+(last token - first token) / (tokens - 1), our TPOT's definition; its `time_to_first_token` runs from sending, ours from the scheduled arrival, which our client meets
 to within a fraction of a millisecond here.
 
     python benchmarks/agree_clients.py [--rate 4] [--num-requests 40] [--input-len 64] [--output-len 32]

@@ -1,6 +1,6 @@
 """Faults are data, not hangs: requests a server breaks (a dropped connection, 500, 429, malformed SSE, a stall
 past request_timeout_s, the server dying) are recorded as failed with their reason, counted, and left out of
-the latencies; the point is ok while they stay within stream.max_failed_share. Against tests/fault_server.py
+the latencies; the point is ok while they stay within stream.max_failed_share. Against scripts/loopback_server.py
 on loopback, started and stopped by the openai backend."""
 
 import math
@@ -21,7 +21,7 @@ from harness.scenarios.stream import StreamSpec
 from tests.conftest import REPO, run_benchmark
 from tests.contract import MARKER, processes_with, rows
 
-FAULT_SERVER = f"{{python}} {REPO / 'tests' / 'fault_server.py'} --port {{port}}"
+FAULT_SERVER = f"{{python}} {REPO / 'scripts' / 'loopback_server.py'} --port {{port}}"
 KINDS = ("close", "500", "429", "malformed", "stall")
 REASONS = {  # what each fault's request says, in requests.csv and the point's error
     "close": "connection",  # aiohttp's "Response payload is not completed", or the harness's "connection closed"

@@ -1,8 +1,11 @@
-"""A test tool, not a server to measure: an OpenAI-compatible completions server on loopback that answers like vLLM
-(one token per SSE chunk with running usage, then a usage chunk and `data: [DONE]`) and breaks the requests it is
-told to, the way real servers break.
+"""A loopback OpenAI-compatible completions server for the harness's own tests and benchmarks, not a server to
+measure: it answers like vLLM (one token per SSE chunk with running usage, then a usage chunk and `data: [DONE]`)
+after `--token-gap-ms` per token, and breaks the requests it is told to, the way real servers break.
 
-    python tests/fault_server.py --port 8000 --faults close,500,429,malformed,stall --every 3 --skip 2
+- The fault server of tests/test_faults.py:
+      python scripts/loopback_server.py --port 8000 --faults close,500,429,malformed,stall --every 3 --skip 2
+- The load sink of benchmarks/client_capacity.py (answers at once, so that a client's own limits show):
+      python scripts/loopback_server.py --port 8000 --token-gap-ms 0
 
 Requests are numbered in the order they arrive (1, 2, ...); the first `--skip` (a sweep's warm-up) are always
 answered, then every `--every`-th one gets the next fault of `--faults`, in turn:
@@ -23,7 +26,6 @@ import os
 
 from aiohttp import web
 
-TOKEN_GAP_S = 0.002
 
 
 def chunk(index: int, usage: int, prompt_tokens: int, finish: bool = False) -> bytes:
@@ -35,8 +37,9 @@ def chunk(index: int, usage: int, prompt_tokens: int, finish: bool = False) -> b
 
 
 class FaultServer:
-    def __init__(self, faults, every: int, skip: int, die_after: int):
+    def __init__(self, faults, every: int, skip: int, die_after: int, token_gap_s: float):
         self.faults, self.every, self.skip, self.die_after = faults, every, skip, die_after
+        self.token_gap_s = token_gap_s
         self.arrived = 0
 
     def fault_for(self, number: int):
@@ -59,7 +62,8 @@ class FaultServer:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         for i in range(1, max_tokens + 1):
-            await asyncio.sleep(TOKEN_GAP_S)
+            if self.token_gap_s:
+                await asyncio.sleep(self.token_gap_s)
             await response.write(chunk(i, i, prompt_tokens, finish=i == max_tokens))
             if number == self.die_after:
                 os._exit(3)
@@ -90,8 +94,10 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=0)
     parser.add_argument("--skip", type=int, default=0)
     parser.add_argument("--die-after", type=int, default=0)
+    parser.add_argument("--token-gap-ms", type=float, default=2.0, help="time before each token; 0: at once")
     args = parser.parse_args()
-    server = FaultServer([f for f in args.faults.split(",") if f], args.every, args.skip, args.die_after)
+    server = FaultServer([f for f in args.faults.split(",") if f], args.every, args.skip, args.die_after,
+                         args.token_gap_ms / 1e3)
     app = web.Application()
     app.add_routes([web.get("/health", health), web.get("/v1/models", models),
                     web.post("/v1/completions", server.completions)])
