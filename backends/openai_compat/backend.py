@@ -25,7 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from backends.base import Backend, Placement
 from backends.openai_compat import server_metrics
@@ -203,11 +203,17 @@ class OpenAIBackend(Backend):
                 print(f"waiting for {url} to answer 200: {last} ({waited_s:.0f} of {timeout_s:g} s)", flush=True)
             time.sleep(POLL_S)
 
+    def _ended(self) -> Optional[Tuple[str, str]]:
+        """How the server this backend started ended, and its log's last lines; None while it runs (or for base_url)."""
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        return exit_wording(self._proc.returncode), f"last lines of its log: {log_tail(self.log_path) or '(empty)'}"
+
     def _check_alive(self, url: str) -> None:
-        if self._proc is not None and self._proc.poll() is not None:
-            raise RuntimeError(f"server {exit_wording(self._proc.returncode)} before answering {url} "
-                               f"(command: {shlex.join(self.argv)}); last lines of its log: "
-                               f"{log_tail(self.log_path) or '(empty)'}")
+        ended = self._ended()
+        if ended:
+            how, log = ended
+            raise RuntimeError(f"server {how} before answering {url} (command: {shlex.join(self.argv)}); {log}")
 
     def _never_healthy(self, url: str, timeout_s: float, last: str) -> str:
         if self._proc is not None:
@@ -249,9 +255,10 @@ class OpenAIBackend(Backend):
     def serve(self, stream: StreamSpec) -> StreamTiming:
         """The stream's requests; a failed one is a request's error (kept, counted), not the point's. A server the
         harness started that has died since ends each later point at once, saying so."""
-        if self._proc is not None and self._proc.poll() is not None:
-            raise RuntimeError(f"the server {exit_wording(self._proc.returncode)} during the sweep; last lines of "
-                               f"its log: {log_tail(self.log_path) or '(empty)'}")
+        ended = self._ended()
+        if ended:
+            how, log = ended
+            raise RuntimeError(f"the server {how} during the sweep; {log}")
         scraper = None
         if self.metrics_note is None:
             scraper = server_metrics.Scraper(self.metrics_url, self._auth_headers(), self.options.metrics_interval_s)
