@@ -236,7 +236,9 @@ class HFBackend(Backend):
 
     def engine_stats(self) -> Dict[str, object]:
         streaming = self.shape.scenario == "stream" and "stream" in self.scenarios
-        return {"batching": self.options.batching} if streaming else {}
+        # Neither batching reuses a prompt's KV cache: static batches prefill every prompt, and the continuous manager
+        # runs without block sharing (hf_continuous.py).
+        return {"batching": self.options.batching, "prefix_caching": False} if streaming else {}
 
     def runtime_info(self) -> dict:
         import torch

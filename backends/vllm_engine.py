@@ -275,7 +275,8 @@ class VLLMBackend(Backend):
     def engine_stats(self) -> Dict[str, object]:
         bytes_per_token = kv_cache_bytes(self.model, batch_size=1, tokens=1)
         stats = {"kv_cache_capacity_tokens": self._capacity_tokens(),
-                 "engine_kv_cache_bytes": self._capacity_tokens() * bytes_per_token}
+                 "engine_kv_cache_bytes": self._capacity_tokens() * bytes_per_token,
+                 "prefix_caching": self.options.enable_prefix_caching}
         if self.shape.scenario == "stream":  # its scheduler admits requests as slots free up
             stats["batching"] = "continuous"
         return stats

@@ -93,7 +93,8 @@ class AsyncEngine:
                                    "clock mismatch")
             queued_s = m.scheduled_ts - m.queued_ts if m.scheduled_ts and m.queued_ts else None
             return Submitted(m.first_token_ts, m.last_token_ts, output_tokens=len(ids),
-                             token_gaps_s=clock.gaps_s(), queued_s=queued_s, token_ids=tuple(ids))
+                             token_gaps_s=clock.gaps_s(), queued_s=queued_s, token_ids=tuple(ids),
+                             cached_tokens=final.num_cached_tokens)
 
         if not speculating:
             return run_stream(stream, submit, loop=self.loop)

@@ -73,7 +73,7 @@ CASES = {
                                   "batch_sizes: required with scenario: batch, e.g. batch_sizes: [1, 8], or auto"),
     "bad scenario": ([TINY, "scenario=online"], "scenario: 'online' is not one of batch, stream"),
     "bad arrival": ([TINY, "scenario=stream", "batch_sizes=null", "stream.arrival=gamma"],
-                    "stream.arrival: 'gamma' is not one of poisson, constant, burst"),
+                    "stream.arrival: 'gamma' is not one of poisson, constant, burst, trace"),
     "bad rate": ([TINY, "scenario=stream", "batch_sizes=null", "stream.request_rates=[1,-2]"],
                  "stream.request_rates: must be positive numbers (requests/s), a list or one, or auto, got [1, -2]"),
     "bad cap": ([TINY, "scenario=stream", "batch_sizes=null", "stream.max_concurrency=0"],

@@ -141,7 +141,7 @@ def bad_cases(tmp_path):
                             f"model.tokenizer: {tiny} has 3747 tokens, more than tiny-llama (modified: vocab 1000)'s "
                             "vocab_size (1000); its ids would index past the embedding table"),
         "template with random prompts": ("{prompts: random, template: chat}", "input_lengths: [16]\n", [],
-                                         "workload.template: unknown key (allowed: prompts, stop_at_eos)"),
+                                         "workload.template: unknown key (allowed: prompts, stop_at_eos, prefix)"),
         "random without input_lengths": ("{prompts: random}", "", [],
                                           "input_lengths: required with random prompts (workload.prompts: random)"),
     }

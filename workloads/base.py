@@ -12,13 +12,15 @@ import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from harness.config.stream import StreamConfig
+from harness.config.stream import StreamConfig, replay_trace
 from harness.config.sweep import SweepConfig
-from harness.fields import opt
+from harness.config.traces import MOONCAKE_BLOCK_TOKENS, Trace
+from harness.errors import UserError
+from harness.fields import is_int, opt
 from harness.model.spec import ModelSpec
 from harness.plan.points import SweepPoint
 from harness.scenarios.arrivals import arrival_times
@@ -29,18 +31,40 @@ PHASES = {"warmup": 0, "timed": 1}
 
 
 @dataclass
+class PrefixOptions:
+    """Shared prefixes: `num_prefixes` different runs of `prefix_tokens` tokens, one in front of every prompt (request
+    or sequence k gets prefix k mod num_prefixes), as a system prompt or few-shot header every request repeats."""
+
+    num_prefixes: int = opt(1, help="How many different prefixes the requests share between them.")
+    prefix_tokens: int = opt(0, help="Tokens per prefix, put in front of each prompt (0: no prefix).")
+
+
+@dataclass
 class WorkloadOptions:
     prompts: str = opt("random", help="random (seeded token ids of exact lengths) | a path to a prompt file.")
     stop_at_eos: bool = opt(
         False, help="false: exactly output_length tokens per sequence (EOS ignored); true: up to output_length, "
         "EOS stops a sequence."
     )
+    prefix: PrefixOptions = opt(factory=PrefixOptions, help="Shared prefixes in front of the prompts (prefix caching; "
+                                "the prompt's own length is input_length or the file's).")
 
     def resolve_paths(self, config_dir: Path) -> None:
         """Make file paths usable from the working directory; called once by load_config."""
 
     def validate(self, config: SweepConfig) -> None:
         """Cross-field checks against the rest of the sweep; raise UserError naming the key. Loads nothing."""
+
+    def validate_shared(self, config: SweepConfig) -> None:
+        """The checks of the options every workload has (load_config calls both)."""
+        p = self.prefix
+        if not is_int(p.prefix_tokens) or p.prefix_tokens < 0:
+            raise UserError(f"workload.prefix.prefix_tokens: must be an integer of 0 or more, got {p.prefix_tokens!r}")
+        if not is_int(p.num_prefixes) or p.num_prefixes < 1:
+            raise UserError(f"workload.prefix.num_prefixes: must be a positive integer, got {p.num_prefixes!r}")
+        if p.prefix_tokens and config.scenario == "stream" and config.stream.arrival == "trace":
+            raise UserError("workload.prefix: a trace says what its requests share (Mooncake hash_ids); remove "
+                            "workload.prefix or stream.arrival: trace")
 
 
 class Workload(ABC):
@@ -51,6 +75,10 @@ class Workload(ABC):
         s = config.sampling
         self.sampling = Sampling(s.temperature, s.top_p, s.top_k)
         self.sampling_seed = s.seed
+        self.prefix = options.prefix
+        replaying = config.scenario == "stream" and config.stream.arrival == "trace"
+        self.trace: Optional[Trace] = replay_trace(config.stream) if replaying else None
+        self.time_scale = config.stream.time_scale
 
     @classmethod
     @abstractmethod
@@ -59,37 +87,98 @@ class Workload(ABC):
 
     @property
     @abstractmethod
-    def name(self) -> str:
-        """The `workload` column: `random`, or the prompt file and its template."""
+    def source_name(self) -> str:
+        """What the prompts are cut from: `random`, or the prompt file and its template."""
 
     @abstractmethod
-    def input_lengths(self) -> List[int]:
-        """The sweep's input-length axis."""
+    def source_input_lengths(self) -> List[int]:
+        """The sweep's input-length axis, before any prefix."""
 
     @abstractmethod
     def prompts(self, point: SweepPoint, phase: str, index: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
-        """The batch's prompt token ids and each sequence's output budget."""
+        """The batch's prompt token ids and each sequence's output budget, before any prefix."""
 
     @abstractmethod
+    def source_longest_input(self, point: SweepPoint) -> int:
+        """The longest prompt any batch of the point holds, before any prefix."""
+
+    @abstractmethod
+    def filler(self, key: Tuple[int, ...], length: int) -> List[int]:
+        """`length` token ids, the same for the same key and different for another: what shared prefixes and a
+        trace's requests are made of (seeded random ids, or the prompt file's tokens)."""
+
+    @property
+    def name(self) -> str:
+        """The `workload` column: the prompt source, with its shared prefixes or the trace it replays."""
+        name = self.source_name
+        if self.prefix.prefix_tokens:
+            name += f", prefix {self.prefix.num_prefixes}x{self.prefix.prefix_tokens}"
+        if self.trace is not None:
+            name += f", trace {self.trace.path.name}" + (f" x{self.time_scale:g}" if self.time_scale != 1 else "")
+        return name
+
+    def input_lengths(self) -> List[int]:
+        """The sweep's input-length axis: a trace's longest prompt, else the source's (a prefix is not counted)."""
+        return [self.trace.max_input_tokens] if self.trace is not None else self.source_input_lengths()
+
     def longest_input(self, point: SweepPoint) -> int:
-        """The longest prompt any batch of the point holds: what memory estimates and engine limits size for."""
+        """The longest prompt any batch of the point holds, prefix included: what memory estimates and engine
+        limits size for."""
+        if self.trace is not None:
+            return self.trace.max_input_tokens
+        return self.source_longest_input(point) + self.prefix.prefix_tokens
+
+    def check_fits(self, max_positions: int, label: str) -> None:
+        """Every traced request's prompt and answer must fit the model's positions; name the first that does not."""
+        for r in self.trace.requests if self.trace is not None else ():
+            if r.input_tokens + r.output_tokens > max_positions:
+                raise UserError(f"stream.trace: {self.trace.path}: line {r.line}: {r.input_tokens} + "
+                                f"{r.output_tokens} tokens exceeds {label}'s max_position_embeddings ({max_positions})")
 
     def manifest(self) -> Dict[str, Any]:
         """What a reader needs to know the prompts by, for manifest.json."""
-        return {"name": self.name, "forced_output_length": self.forced}
+        facts: Dict[str, Any] = {"name": self.name, "forced_output_length": self.forced}
+        if self.prefix.prefix_tokens:
+            facts["prefix"] = {"num_prefixes": self.prefix.num_prefixes, "prefix_tokens": self.prefix.prefix_tokens}
+        if self.trace is not None:
+            t = self.trace
+            facts["trace"] = {"file": str(t.path), "format": t.format, "requests_replayed": len(t.requests),
+                              "requests_in_file": t.requests_in_file, "time_scale": self.time_scale,
+                              "span_s": t.span_s, "note": t.note}
+        return facts
 
     def describe(self) -> str:
         """One line for the dry run: what the prompts are and how long the outputs run."""
         output = "exactly output_length tokens" if self.forced else "up to output_length tokens (EOS stops)"
-        return f"{self.prompt_summary()}; {output}"
+        text = f"{self.prompt_summary()}; {output}"
+        if self.prefix.prefix_tokens:
+            p = self.prefix
+            text += f"; {p.num_prefixes} shared prefixes of {p.prefix_tokens} tokens in front of the prompts"
+        if self.trace is not None:
+            t = self.trace
+            ins, outs = [r.input_tokens for r in t.requests], [r.output_tokens for r in t.requests]
+            text += (f"\ntrace {t.path} ({t.format}): {len(t.requests)} requests over {t.span_s:.3g} s after "
+                     f"time_scale {self.time_scale:g}, prompts {min(ins)}-{max(ins)} and outputs {min(outs)}-"
+                     f"{max(outs)} tokens" + (f"; {t.note}" if t.note else ""))
+        return text
 
     def prompt_summary(self) -> str:
-        return f"{self.name} token ids"
+        return f"{self.source_name} token ids"
 
     def batch(self, point: SweepPoint, phase: str, index: int) -> BatchSpec:
         prompts, max_tokens = self.prompts(point, phase, index)
+        prompts = self.prefixed(prompts, first=index * len(prompts))
         seeds = () if self.sampling.greedy else batch_seeds(self.sampling_seed, point, phase, index)
         return BatchSpec(prompts, max_tokens, self.forced, self.sampling, seeds)
+
+    def prefixed(self, prompts: List[List[int]], first: int = 0) -> List[List[int]]:
+        """`prompts` with the shared prefixes in front: prompt j gets prefix (first + j) mod num_prefixes. The same
+        prefixes in warm-up and timed requests: a shared system prompt is warm in a serving engine's cache."""
+        p = self.prefix
+        if not p.prefix_tokens:
+            return prompts
+        heads = [self.filler((PREFIX_KEY, k), p.prefix_tokens) for k in range(p.num_prefixes)]
+        return [heads[(first + j) % p.num_prefixes] + list(prompt) for j, prompt in enumerate(prompts)]
 
     def stream_prompts(self, point: SweepPoint, phase: str, count: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
         """A stream's prompts and budgets in arrival order: by default one batch of `count` (seeded as batches are)."""
@@ -101,14 +190,44 @@ class Workload(ABC):
         return ()
 
     def stream(self, point: SweepPoint, phase: str, stream: StreamConfig) -> StreamSpec:
-        """The warm-up or timed request stream of a stream point: prompts and arrival times, both seeded."""
+        """The warm-up or timed request stream of a stream point: prompts and arrival times, both seeded, or a
+        trace's."""
+        if self.trace is not None:
+            return self.trace_stream(point, phase, stream.num_warmup_requests)
         count = stream.num_requests if phase == "timed" else stream.num_warmup_requests
         prompts, max_tokens = self.stream_prompts(point, phase, count)
-        sized = dataclasses.replace(point, batch_size=count)
-        seeds = () if self.sampling.greedy else batch_seeds(self.sampling_seed, sized, phase, 0)
-        requests = BatchSpec(prompts, max_tokens, self.forced, self.sampling, seeds, self.stream_messages(phase, count))
+        requests = BatchSpec(self.prefixed(prompts), max_tokens, self.forced, self.sampling,
+                             self.stream_seeds(point, phase, count), self.stream_messages(phase, count))
         arrivals = arrival_times(stream.arrival, point.request_rate, count, stream.seed, phase)
         return StreamSpec(requests, arrivals, point.max_concurrency)
+
+    def stream_seeds(self, point: SweepPoint, phase: str, count: int) -> Tuple[int, ...]:
+        sized = dataclasses.replace(point, batch_size=count)
+        return () if self.sampling.greedy else batch_seeds(self.sampling_seed, sized, phase, 0)
+
+    def trace_stream(self, point: SweepPoint, phase: str, num_warmup: int) -> StreamSpec:
+        """The trace's window at its (scaled) times, each request with its traced lengths; the warm-up stream is the
+        window's first `num_warmup` requests. Prompts are cut from `filler`: per 512-token block where the trace
+        gives hash_ids (equal ids, equal blocks: its shared prefixes), else per request; warm-up blocks differ from
+        timed ones, so the warm-up leaves nothing in a cache for the timed requests to hit."""
+        chosen = self.trace.requests if phase == "timed" else self.trace.requests[:num_warmup]
+        prompts = [self._traced_prompt(r, i, PHASES[phase]) for i, r in enumerate(chosen)]
+        max_tokens = tuple(r.output_tokens for r in chosen)
+        requests = BatchSpec(prompts, max_tokens, self.forced, self.sampling,
+                             self.stream_seeds(point, phase, len(chosen)))
+        return StreamSpec(requests, tuple(r.time_s for r in chosen), point.max_concurrency)
+
+    def _traced_prompt(self, request, index: int, phase: int) -> List[int]:
+        if not request.hash_ids:
+            return self.filler((REQUEST_KEY, phase, index), request.input_tokens)
+        ids: List[int] = []
+        for h in request.hash_ids:
+            ids += self.filler((BLOCK_KEY, phase, h), MOONCAKE_BLOCK_TOKENS)
+        return ids[:request.input_tokens]
+
+
+# What `filler` keys start with: a shared prefix, a trace's block, a trace's request without blocks.
+PREFIX_KEY, BLOCK_KEY, REQUEST_KEY = 0, 1, 2
 
 
 def batch_seeds(seed: int, point: SweepPoint, phase: str, index: int) -> Tuple[int, ...]:

@@ -70,22 +70,25 @@ class PromptsWorkload(Workload):
         self.num_warmup_batches = config.num_warmup_batches
         lengths = [len(p.token_ids) for p in prompts]
         self.mean_length, self.longest = round(float(np.mean(lengths))), max(lengths)
+        self.all_ids = [t for p in prompts for t in p.token_ids]  # what `filler` cuts from, and where each prompt starts
+        self.starts = [int(x) for x in np.cumsum([0] + lengths[:-1])]
 
     @classmethod
     def build(cls, options: PromptsOptions, config: SweepConfig, model: ModelSpec) -> "PromptsWorkload":
         file = read_prompt_file(Path(options.prompts))
         tokenizer = load_tokenizer(model)
         prompts, facts = prepare(file, options, tokenizer, config.seed)
-        check_fits(prompts, options, config, model)
+        if config.input_lengths is None and config.stream.arrival != "trace":  # a trace's lengths are checked apart
+            check_fits(prompts, options, config, model)
         facts.update(tokenizer=tokenizer.name_or_path, sha256=file.sha256, prompts_in_file=len(file.records),
                      sharegpt_items_skipped=file.skipped)
         return cls(options, config, prompts, facts)
 
     @property
-    def name(self) -> str:
+    def source_name(self) -> str:
         return f"{Path(self.options.prompts).name} ({self.options.template})"
 
-    def input_lengths(self) -> List[int]:
+    def source_input_lengths(self) -> List[int]:
         return [self.mean_length]
 
     def prompts(self, point: SweepPoint, phase: str, index: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
@@ -94,8 +97,14 @@ class PromptsWorkload(Workload):
         budgets = tuple(min(point.output_length, p.max_tokens or point.output_length) for p in chosen)
         return [list(p.token_ids) for p in chosen], budgets
 
-    def longest_input(self, point: SweepPoint) -> int:
+    def source_longest_input(self, point: SweepPoint) -> int:
         return self.longest
+
+    def filler(self, key: Tuple[int, ...], length: int) -> List[int]:
+        """The file's prompts end to end, cycled, from the start of prompt `hash(key)` of the pool: real text cut to
+        the length asked for (a key of ints hashes the same in every process)."""
+        start = self.starts[hash(key) % len(self.pool)]
+        return [self.all_ids[(start + i) % len(self.all_ids)] for i in range(length)]
 
     def _stream_pool(self, phase: str, count: int) -> List[Prompt]:
         """Timed requests take the pool in order from its start (cycling); warm-up ones from its end, backwards."""
@@ -113,7 +122,7 @@ class PromptsWorkload(Workload):
     def prompt_summary(self) -> str:
         f = self.facts
         dropped = f["dropped_over_max_prompt_tokens"]
-        return (f"{self.name}: {f['prompts_used']} of {f['prompts_in_file']} prompts, mean {self.mean_length} tokens "
+        return (f"{self.source_name}: {f['prompts_used']} of {f['prompts_in_file']} prompts, mean {self.mean_length} tokens "
                 "after templating" + (f", {dropped} dropped as too long" if dropped else ""))
 
     def manifest(self) -> Dict[str, Any]:

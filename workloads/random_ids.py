@@ -23,7 +23,7 @@ from workloads.base import PHASES, Workload, WorkloadOptions
 @dataclass
 class RandomOptions(WorkloadOptions):
     def validate(self, config: SweepConfig) -> None:
-        if config.input_lengths is None:
+        if config.input_lengths is None and not (config.scenario == "stream" and config.stream.arrival == "trace"):
             raise UserError("input_lengths: required with random prompts (workload.prompts: random)")
 
 
@@ -32,18 +32,19 @@ class RandomWorkload(Workload):
 
     def __init__(self, options: RandomOptions, config: SweepConfig, allowed: np.ndarray):
         super().__init__(options, config)
-        self.allowed, self.seed, self._input_lengths = allowed, config.seed, list(config.input_lengths)
+        self.allowed, self.seed, self._input_lengths = allowed, config.seed, list(config.input_lengths or ())
 
     @classmethod
     def build(cls, options: RandomOptions, config: SweepConfig, model: ModelSpec) -> "RandomWorkload":
-        check_lengths(config, model)
+        if config.input_lengths is not None:  # else a trace gives the lengths, checked per request
+            check_lengths(config, model)
         return cls(options, config, allowed_token_ids(model.config.vocab_size, model.special_token_ids))
 
     @property
-    def name(self) -> str:
+    def source_name(self) -> str:
         return "random"
 
-    def input_lengths(self) -> List[int]:
+    def source_input_lengths(self) -> List[int]:
         return self._input_lengths
 
     def prompts(self, point: SweepPoint, phase: str, index: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
@@ -51,8 +52,12 @@ class RandomWorkload(Workload):
                            phase, index)
         return ids, (point.output_length,) * point.batch_size
 
-    def longest_input(self, point: SweepPoint) -> int:
+    def source_longest_input(self, point: SweepPoint) -> int:
         return point.input_length
+
+    def filler(self, key: Tuple[int, ...], length: int) -> List[int]:
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, *key], spawn_key=(3,)))
+        return self.allowed[rng.integers(0, len(self.allowed), size=length)].tolist()
 
 
 def check_lengths(config: SweepConfig, model: ModelSpec) -> None:

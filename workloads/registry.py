@@ -25,4 +25,6 @@ WORKLOADS = Registry("workload", {
 
 def build_workload(config, model):
     """The sweep's workload, built from its resolved options (files read, prompts tokenized)."""
-    return WORKLOADS.class_of(config.workload, "workload").build(config.workload, config, model)
+    workload = WORKLOADS.class_of(config.workload, "workload").build(config.workload, config, model)
+    workload.check_fits(model.max_positions, model.label)
+    return workload

@@ -274,7 +274,11 @@ class OpenAIBackend(Backend):
     # --- the rest -------------------------------------------------------------------------------------------
 
     def engine_stats(self) -> Dict[str, object]:
-        return {"batching": "server"}
+        """`prefix_caching` where a started server's command says it (vLLM's flags); else unknown."""
+        words = (self.options.command or "").split()
+        caching = False if "--no-enable-prefix-caching" in words else True if "--enable-prefix-caching" in words \
+            else None
+        return {"batching": "server", "prefix_caching": caching}
 
     def runtime_info(self) -> Dict[str, object]:
         """Where the requests went and what answered; the architecture is the server's (not visible from here)."""

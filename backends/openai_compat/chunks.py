@@ -30,6 +30,7 @@ class ResponseReading:
     counted: int = 0  # tokens stamped so far
     usage_output_tokens: Optional[int] = None
     usage_input_tokens: Optional[int] = None
+    usage_cached_tokens: Optional[int] = None  # usage.prompt_tokens_details.cached_tokens, where the server gives it
     running_usage: bool = False  # usage before the last chunk: the server counts as it goes
     finished: bool = False  # a choice had its finish_reason: the response is whole, [DONE] or not
     texts: List[str] = field(default_factory=list)
@@ -44,6 +45,9 @@ class ResponseReading:
         choice = choices[0] if choices else {}
         if usage.get("prompt_tokens") is not None:
             self.usage_input_tokens = int(usage["prompt_tokens"])
+        details = usage.get("prompt_tokens_details") or {}
+        if details.get("cached_tokens") is not None:
+            self.usage_cached_tokens = int(details["cached_tokens"])
         if usage.get("completion_tokens") is not None:
             self.usage_output_tokens = int(usage["completion_tokens"])
             self.running_usage |= bool(choices) and choice.get("finish_reason") is None

@@ -147,4 +147,5 @@ class CompletionsClient:
         ids = reading.token_ids
         return Submitted(clock.first_s, clock.last_s, output_tokens, clock.gaps_s(),
                          token_ids=tuple(ids) if len(ids) == output_tokens else None,
-                         input_tokens=reading.usage_input_tokens, output_tokens_source=source)
+                         input_tokens=reading.usage_input_tokens, output_tokens_source=source,
+                         cached_tokens=reading.usage_cached_tokens)

@@ -3,13 +3,16 @@ their checks. Part of the typed config (harness/config/sweep.py), which owns the
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Any, List
+from pathlib import Path
+from typing import Any, List, Optional
 
 from harness.errors import UserError
 from harness.fields import is_int, opt
+from harness.config.traces import FORMATS, Trace, read_trace, windowed
 
-ARRIVALS = ("poisson", "constant", "burst")
+ARRIVALS = ("poisson", "constant", "burst", "trace")
 
 
 @dataclass
@@ -33,11 +36,26 @@ class RateSearchConfig:
 
 
 @dataclass
+class TraceWindow:
+    """Which part of a trace is replayed, in the trace's own seconds from its first request."""
+
+    start_s: float = opt(0.0, help="Replay from this many seconds after the trace's first request.")
+    duration_s: Optional[float] = opt(None, help="Replay this many seconds of the trace (null: to its end).")
+    max_requests: Optional[int] = opt(None, help="Replay at most this many requests (null: every one in the window).")
+
+
+@dataclass
 class StreamConfig:
     """`scenario: stream`: requests arrive over time; each engine batches them its own way."""
 
     arrival: str = opt("poisson", help="poisson (exponential gaps) | constant (evenly spaced) | burst (every "
-                       "request at t=0: offline throughput; request_rates ignored).")
+                       "request at t=0: offline throughput; request_rates ignored) | trace (the times and lengths of "
+                       "stream.trace; request_rates and num_requests ignored, and input_lengths and output_lengths not given).")
+    trace: Optional[str] = opt(None, help="With arrival: trace, the trace file to replay (Azure LLM inference CSV, "
+                               "Mooncake/aiperf JSONL, BurstGPT CSV).")
+    trace_format: str = opt("auto", help="auto (from the suffix and header) | azure | mooncake | burstgpt.")
+    time_scale: float = opt(1.0, help="Multiplies the trace's gaps: 0.5 replays it twice as fast.")
+    window: TraceWindow = opt(factory=TraceWindow, help="The part of the trace replayed.")
     # Any: a list or one value; `validate` turns both into lists.
     request_rates: Any = opt(factory=lambda: [1.0, 2.0, 4.0, 8.0],
                              help="Offered requests per second, one point each (a list or one number), or `auto`: "
@@ -57,11 +75,17 @@ class StreamConfig:
     slo: SLOConfig = opt(factory=SLOConfig, help="Latency targets for SLO attainment and goodput.")
     search: RateSearchConfig = opt(factory=RateSearchConfig, help="How `request_rates: auto` searches.")
 
+    def resolve_paths(self, config_dir: Path) -> None:
+        """A relative trace path is looked for beside the YAML first, then from the working directory."""
+        if self.trace is not None and not Path(self.trace).is_absolute() and (config_dir / self.trace).exists():
+            self.trace = os.path.relpath(config_dir / self.trace)
+
 
 def validate_stream(stream: StreamConfig) -> None:
-    """Value checks of the `stream` section; rates and caps become lists."""
+    """Value checks of the `stream` section; rates and caps become lists, and a trace is read and windowed."""
     if stream.arrival not in ARRIVALS:
         raise UserError(f"stream.arrival: {stream.arrival!r} is not one of {', '.join(ARRIVALS)}")
+    _validate_trace(stream)
     if stream.request_rates == "auto":
         _validate_search(stream)
     else:
@@ -109,3 +133,35 @@ def _validate_search(stream: StreamConfig) -> None:
         raise UserError(f"stream.search.precision: must be in (0, 1), got {search.precision}")
     if search.max_probes < 2:
         raise UserError(f"stream.search.max_probes: must be at least 2, got {search.max_probes}")
+
+
+def _validate_trace(stream: StreamConfig) -> None:
+    if stream.arrival != "trace":
+        if stream.trace is not None:
+            raise UserError("stream.trace: is replayed with stream.arrival: trace; set it, or remove stream.trace")
+        return
+    if stream.trace is None:
+        raise UserError("stream.trace: required with stream.arrival: trace (a path to an Azure, Mooncake or "
+                        "BurstGPT trace)")
+    if stream.trace_format not in ("auto", *FORMATS):
+        raise UserError(f"stream.trace_format: {stream.trace_format!r} is not one of auto, {', '.join(FORMATS)}")
+    if not stream.time_scale > 0:
+        raise UserError(f"stream.time_scale: must be a number more than 0 (0.5: twice as fast), got "
+                        f"{stream.time_scale:g}")
+    w = stream.window
+    if w.start_s < 0:
+        raise UserError(f"stream.window.start_s: must be 0 or more seconds, got {w.start_s}")
+    if w.duration_s is not None and w.duration_s <= 0:
+        raise UserError(f"stream.window.duration_s: must be more than 0 seconds (or null), got {w.duration_s}")
+    if w.max_requests is not None and (not is_int(w.max_requests) or w.max_requests < 1):
+        raise UserError(f"stream.window.max_requests: must be a positive integer (or null), got {w.max_requests!r}")
+    # The trace's own times replace rates (one point per cap): the point's rate is the one its window offers. A bad
+    # file or an empty window stops the run here.
+    stream.request_rates = [replay_trace(stream).offered_rate]
+
+
+def replay_trace(stream: StreamConfig) -> Trace:
+    """The requests `stream` replays: its trace's window, time-scaled (the file is read once per process)."""
+    w = stream.window
+    return windowed(read_trace(Path(stream.trace), stream.trace_format), w.start_s, w.duration_s, w.max_requests,
+                    stream.time_scale)

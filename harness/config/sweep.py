@@ -26,7 +26,7 @@ from harness.config.sections import (
     validate_model,
     validate_sampling,
 )
-from harness.config.stream import StreamConfig, validate_stream
+from harness.config.stream import StreamConfig, replay_trace, validate_stream
 from harness.errors import UserError
 from harness.fields import is_int, opt
 
@@ -67,8 +67,9 @@ class SweepConfig:
     input_lengths: Optional[List[int]] = opt(
         None, help="Prompt tokens per sequence, for random prompts (a prompt file sets its own lengths)."
     )
-    output_lengths: List[int] = opt(
-        help="Generated tokens per sequence: forced exactly, or a cap with workload.stop_at_eos."
+    output_lengths: Optional[List[int]] = opt(
+        None, help="Generated tokens per sequence: forced exactly, or a cap with workload.stop_at_eos. Required, "
+        "except with stream.arrival: trace (the trace gives each request's)."
     )
     # Any: a count or `auto`; `validate` checks which.
     num_batches: Any = opt(5, help="Timed batches per point, or `auto`: until the mean latency's 95% interval is "
@@ -117,6 +118,7 @@ def load_config(path: str | Path, overrides: List[str], backends: "Registry", wo
     config.backends = entries
     config.workload = workloads.options(config.workload, "workload")
     config.workload.resolve_paths(Path(path).parent)
+    config.stream.resolve_paths(Path(path).parent)
     validate(config)
     return config
 
@@ -128,8 +130,10 @@ def validate(config: SweepConfig) -> None:
             f"benchmark_name: {config.benchmark_name!r} is not allowed (letters, digits, '.', '_', '-'; "
             "it names a folder)"
         )
-    _check_positive_list("output_lengths", config.output_lengths)
     _validate_scenario(config)
+    if config.output_lengths is None:
+        raise UserError("output_lengths: required, e.g. output_lengths: [128]")
+    _check_positive_list("output_lengths", config.output_lengths)
     if config.input_lengths is not None:
         _check_positive_list("input_lengths", config.input_lengths)
     _validate_num_batches(config)
@@ -146,6 +150,7 @@ def validate(config: SweepConfig) -> None:
         validate_model(model, key)
     validate_sampling(config.sampling)
     config.workload.validate(config)
+    config.workload.validate_shared(config)
     _validate_backends(config.backends, config.workload)
     if config.output.upload_uri:
         _validate_upload_uri(config.output.upload_uri)
@@ -183,6 +188,11 @@ def _validate_scenario(config: SweepConfig) -> None:
             raise UserError(f"{key}: not used with scenario: stream (requests arrive over time at "
                             f"stream.request_rates); remove {key} or set scenario: batch")
     validate_stream(config.stream)
+    if config.stream.arrival == "trace":
+        for key in ("input_lengths", "output_lengths"):
+            if getattr(config, key) is not None:
+                raise UserError(f"{key}: stream.trace gives every request's lengths; remove {key}")
+        config.output_lengths = [replay_trace(config.stream).max_output_tokens]
 
 
 def _validate_batch_sizes(config: SweepConfig) -> None:

@@ -211,7 +211,18 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     out.update(token_counts_of([r.input_tokens for r in requests], [r.output_tokens for r in requests]))
     out.update(spec_figures([timing.spec] if timing.spec is not None else []))
     out.update(server_figures(timing.server))
+    out["prefix_cache_hit_rate"] = prefix_cache_hit_rate(requests, out.get("server_prefix_cache_hit_rate"))
     return out
+
+
+def prefix_cache_hit_rate(requests: Sequence[RequestTiming], server_rate: Optional[float]) -> Optional[float]:
+    """Share of the prompt tokens served from the prefix cache: from the engine's per-request counts where every
+    request has one (vLLM in process; a server's usage.prompt_tokens_details), else the server's own counters over
+    the stream, else None (docs/measurement.md, "Shared prefixes")."""
+    if requests and all(r.cached_tokens is not None for r in requests):
+        prompt = sum(r.input_tokens for r in requests)
+        return sum(r.cached_tokens for r in requests) / prompt if prompt else None
+    return server_rate
 
 
 def server_figures(series: Optional[ServerSeries]) -> Dict[str, Optional[float]]:

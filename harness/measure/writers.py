@@ -38,14 +38,14 @@ POINT_COLUMNS = ["scenario", "workload", "batch_size", "input_length", "output_l
                  "max_concurrency"]
 TOKEN_COLUMNS = ["input_tokens_mean", "input_tokens_max", "output_tokens_mean", "output_tokens_source"]
 # Figures only some engines report (blank elsewhere): vLLM's KV cache capacity and size; how a stream is batched.
-ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes", "batching"]
+ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes", "batching", "prefix_caching"]
 # Stream points only (docs/measurement.md, "Request streams"); ttft_ms_* and tpot_ms_* are shared with batch
 # points, over requests instead of batches.
 STREAM_COLUMNS = (
     ["num_requests", "num_warmup_requests", "requests_failed", "achieved_request_rate", "duration_s"]
     + [f"{m}_{s}" for m in ("itl_ms", "e2e_ms") for s in STATS]
     + ["slo_ttft_ms", "slo_tpot_ms", "slo_percentile", "slo_attainment", "goodput", "max_concurrency_reached",
-       "send_slip_ms_p50", "send_slip_ms_p99", "queue_ms_mean"]
+       "send_slip_ms_p50", "send_slip_ms_p99", "queue_ms_mean", "prefix_cache_hit_rate"]
 )
 # request_rates: auto and batch_sizes: auto: each probe is a row of its own marked "probe"; the search's own row,
 # "result", holds its answer and the probes in order; max_batch is "true" on the row of the largest batch that ran.
@@ -81,7 +81,7 @@ SAMPLE_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + ["batch_index", "latency_ms",
 # (stream.max_failed_share) has its `error`, the times it got to, and no latencies.
 REQUEST_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + [
     "request_index", "scheduled_s", "dispatched_s", "sent_s", "first_token_s", "last_token_s", "input_tokens",
-    "output_tokens", "output_tokens_source", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms_mean", "itl_ms_max",
+    "cached_tokens", "output_tokens", "output_tokens_source", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms_mean", "itl_ms_max",
     "send_slip_ms", "client_wait_ms", "queue_ms", "met_slo", "error",
 ]
 
@@ -125,7 +125,7 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
                "dispatched_s": r.dispatched_s - t0, "sent_s": r.sent_s - t0,
                "first_token_s": None if r.first_token_s is None else r.first_token_s - t0,
                "last_token_s": None if r.last_token_s is None else r.last_token_s - t0,
-               "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
+               "input_tokens": r.input_tokens, "cached_tokens": r.cached_tokens, "output_tokens": r.output_tokens,
                "output_tokens_source": r.output_tokens_source, "met_slo": 0, "error": r.error}
         if r.ok:
             f = request_figures(r)

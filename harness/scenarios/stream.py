@@ -58,6 +58,7 @@ class RequestTiming:
     `input_tokens`: the prompt's length as the engine or server counted it (a server applying its own chat template
     may count otherwise than the harness). `output_tokens_source`: where `output_tokens` comes from: `engine` (its
     token ids), a server's `usage`, its text re-tokenized (`tokenizer`), or one per SSE chunk (`chunks`).
+    `cached_tokens`: prompt tokens the engine served from its prefix cache, where it says (None: it does not).
     """
 
     index: int
@@ -73,6 +74,7 @@ class RequestTiming:
     error: str = ""
     token_ids: Optional[Tuple[int, ...]] = field(default=None, repr=False)
     output_tokens_source: str = "engine"
+    cached_tokens: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -144,6 +146,7 @@ class Submitted:
     token_ids: Optional[Tuple[int, ...]] = None
     input_tokens: Optional[int] = None
     output_tokens_source: str = "engine"
+    cached_tokens: Optional[int] = None
 
 
 # submit(index) sends request `index` of the stream and returns when its last token has arrived.
@@ -193,7 +196,8 @@ async def drive(stream: StreamSpec, submit: Submit) -> StreamTiming:
         input_tokens = inputs[index] if got.input_tokens is None else got.input_tokens
         return RequestTiming(index, scheduled_s, dispatched_s, sent_s, got.first_token_s, got.last_token_s,
                              input_tokens, got.output_tokens, tuple(got.token_gaps_s), got.queued_s,
-                             token_ids=got.token_ids, output_tokens_source=got.output_tokens_source)
+                             token_ids=got.token_ids, output_tokens_source=got.output_tokens_source,
+                             cached_tokens=got.cached_tokens)
 
     tasks = []
     for index, offset in enumerate(stream.arrivals_s):

@@ -32,6 +32,7 @@ from plots.data import SERIES
 from plots.load import REQUEST_JOIN_COLUMNS, SOURCE_COLUMN, STREAM
 from plots.stream import selections
 from plots.stream.selections import StreamGroup
+from plots.stream.prefix import prefix_caching_chart
 from plots.stream.server import server_timeline
 
 RATE_LABEL = "offered request rate (requests/s)"
@@ -242,7 +243,8 @@ def _requests_at(ctx: ChartContext, group: StreamGroup, rate: float) -> pd.DataF
     return requests.merge(points[keys + [SERIES]].drop_duplicates(keys), on=keys, how="inner")
 
 
-ALL_STREAM_CHARTS = (latency_vs_rate, throughput_vs_rate, goodput_vs_rate, ttft_cdf, server_timeline)
+ALL_STREAM_CHARTS = (latency_vs_rate, throughput_vs_rate, goodput_vs_rate, ttft_cdf, server_timeline,
+                     prefix_caching_chart)
 
 
 def chart_jobs(ctx: ChartContext) -> List[ChartJob]:

@@ -11,6 +11,7 @@ import pandas as pd
 from plots import data
 from plots.data import SERIES, fmt, rate_text
 from plots.stream import selections
+from plots.stream.prefix import prefix_caching_lines
 from plots.stream.selections import StreamGroup
 
 # Over this p99 send slip (ms) the client, not the engine, limited the offered load (harness.measure.metrics.SLIP_WARN_MS).
@@ -31,6 +32,7 @@ def stream_lines(rows: pd.DataFrame) -> List[str]:
         lines += [f"### {group.text[0].upper()}{group.text[1:]}", "", *stream_table(group.rows(rows)), ""]
     lines += slip_warnings(rows)
     lines += static_vs_continuous(rows)
+    lines += prefix_caching_lines(rows)
     return lines
 
 
