@@ -75,3 +75,12 @@ def test_token_ids_count_exactly():
 def test_an_error_chunk_ends_the_request_with_its_message():
     with pytest.raises(RuntimeError, match="server error mid-stream: CB worker died"):
         ResponseReading(chat=True).read({"error": "CB worker died"})
+
+
+def test_a_one_token_answer_whose_text_is_empty_is_counted():
+    """vLLM with continuous usage, max_tokens 1: one chunk with the token, its finish_reason and usage; a random
+    model's token may decode to no text (part of a character)."""
+    reading = ResponseReading(chat=False)
+    closing = {"choices": [{"text": "", "finish_reason": "length"}], "usage": usage(1, 33)}
+    assert read_all(reading, [closing, {"choices": [], "usage": usage(1, 33)}]) == [1, 0]
+    assert reading.output_tokens() == (1, "usage")

@@ -58,7 +58,9 @@ class ResponseReading:
         if text:
             self.texts.append(text)
         self.token_ids.extend(ids)
-        if self.running_usage and usage.get("completion_tokens") is not None:
+        if usage.get("completion_tokens") is not None and (self.running_usage or not self.counted):
+            # the server's running count; or a whole answer in one closing chunk (a one-token answer from vLLM), whose
+            # only token may have empty text
             count = self.usage_output_tokens - self.counted
         elif ids:
             count = len(ids)
