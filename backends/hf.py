@@ -90,6 +90,12 @@ class HFOptions(GenerateOptions):
             raise UserError(f"{key}.compile: true needs {key}.cache_implementation: static")
         validate_batching(self, key)
 
+    def validate_workload(self, key: str, workload) -> None:
+        if getattr(workload, "multi_turn", False) and self.batching == "static":
+            raise UserError(f"{key}.batching: static batches run on a schedule fixed before the stream starts, and a "
+                            "multi-turn conversation's next turn waits for its answer (workload.multi_turn); use "
+                            "batching: continuous")
+
     def static_cache(self) -> bool:
         return self.cache_implementation == "static"
 

@@ -58,7 +58,7 @@ class ContinuousBatcher:
         manager = self._manager_for(requests)
         eos = [] if requests.forced else list(self.eos_ids)
         tag = next(self._stream_ids)
-        return run_stream(stream, partial(self._submit, manager, requests, eos, tag), loop=self._loop)
+        return run_stream(stream, partial(self._submit, manager, stream, eos, tag), loop=self._loop)
 
     def _check_fits(self, requests: BatchSpec) -> None:
         """Refuse a stream with a request longer than the manager's KV cache before its clock starts."""
@@ -68,7 +68,7 @@ class ContinuousBatcher:
             raise RuntimeError(f"a request of {longest} tokens does not fit the manager's KV cache ({capacity} tokens, "
                                f"sized for the sweep's longest request)")
 
-    async def _submit(self, manager, requests: BatchSpec, eos: List[int], tag: int, index: int) -> Submitted:
+    async def _submit(self, manager, stream: StreamSpec, eos: List[int], tag: int, index: int) -> Submitted:
         """Add request `index` of stream `tag` to the running manager and wait for its last token: `drive`'s submit."""
         sent_s = time.perf_counter()  # drive stamps sent_s just before this: no later than it
         request_id = f"stream{tag}-{index}"
@@ -82,8 +82,8 @@ class ContinuousBatcher:
                 done.set_result(output)
 
         manager.register_result_handler(request_id, on_output)
-        added = manager.add_request(list(requests.prompts[index]), request_id=request_id,
-                                    max_new_tokens=requests.max_tokens[index], streaming=True,
+        added = manager.add_request(stream.prompt_ids(index), request_id=request_id,
+                                    max_new_tokens=stream.requests.max_tokens[index], streaming=True,
                                     record_timestamps=True, eos_token_id=eos)
         if added is None:
             with manager.output_router._lock:

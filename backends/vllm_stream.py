@@ -74,7 +74,7 @@ class AsyncEngine:
 
         async def submit(index: int) -> Submitted:
             sent_s = time.perf_counter()  # drive stamps sent_s just before this: no later than it
-            prompt = TokensPrompt(prompt_token_ids=list(requests.prompts[index]))
+            prompt = TokensPrompt(prompt_token_ids=stream.prompt_ids(index))
             clock, ids, final = TokenClock(), [], None
             async for out in engine.generate(prompt, params[index], request_id=f"stream{tag}-{index}"):
                 new = out.outputs[0].token_ids

@@ -39,7 +39,7 @@ def test_jsonl_prompts_messages_and_caps(tmp_path):
     prompts = read_prompt_file(write(tmp_path, "p.jsonl", "\r\n".join(lines) + "\r\n"))
     assert prompts.records == (
         PromptRecord((("user", "What is TTFT?"),), None, 1),
-        PromptRecord((("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello"), ("user", "Bye")), 16, 3),
+        PromptRecord((("system", "Be brief."), ("user", "Hi"), ("assistant", "Hello"), ("user", "Bye")), 16, 3, ("Bye",)),
         PromptRecord((("user", "Line\u2028separator stays inside the prompt"),), None, 5),
     )
     assert prompts.skipped == 0
@@ -56,8 +56,8 @@ def test_sharegpt_keeps_system_and_first_human_turn(tmp_path):
     ]
     prompts = read_prompt_file(write(tmp_path, "share.json", json.dumps(items)))
     assert prompts.records == (
-        PromptRecord((("system", "Be brief."), ("user", "Q1")), None, 1),
-        PromptRecord((("user", "Q3"),), None, 4),
+        PromptRecord((("system", "Be brief."), ("user", "Q1")), None, 1, ("Q2",)),  # Q2: a multi-turn stream's
+        PromptRecord((("user", "Q3"),), None, 4),  # a malformed turn after the first human one ends the conversation
     )
     assert prompts.skipped == 2
 

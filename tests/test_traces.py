@@ -167,5 +167,5 @@ def test_dry_run_plans_the_trace_window(tmp_path, capsys):
     path = yaml_with(tmp_path, f"arrival: trace, trace: small-azure.csv, window: {{max_requests: 4}}")
     assert main([str(path), "--dry-run"]) == 0  # the trace path is found beside the YAML
     out = capsys.readouterr().out
-    assert "trace small-azure.csv" in out and "4 of the trace's 10 requests" in out
+    assert "small-azure.csv (azure): 4 requests" in out and "4 of the trace's 10 requests" in out
     assert trace.exists()

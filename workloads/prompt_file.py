@@ -8,7 +8,8 @@ Formats, by suffix:
   misspelt `max_token` is an error, not a silently uncapped prompt.
 - `.json`: a ShareGPT export, `[{"conversations": [{"from": "human", "value": "text"}, ...]}, ...]`.
   The prompt is the system turn (if any) before the first human turn, plus that turn; later turns
-  are dropped, as vLLM's ShareGPT benchmark does. Items with no human turn are skipped and counted.
+  are dropped, as vLLM's ShareGPT benchmark does, except as the later turns of a multi-turn stream
+  (`workload.multi_turn`). Items with no human turn are skipped and counted.
 - `.txt`: one plain-text prompt per non-blank line.
 
 Every error is a `UserError` starting `workload.prompts: PATH`, then `line N` (jsonl, txt, and JSON
@@ -35,6 +36,13 @@ class PromptRecord:
     messages: Tuple[Message, ...]  # a plain-text prompt is one ("user", text) message
     max_tokens: Optional[int]  # the line's own cap on output tokens, if it gave one
     line: int  # 1-based line (jsonl, txt) or 1-based item index (ShareGPT json), for error messages
+    later_turns: Tuple[str, ...] = ()  # the user turns after the first, for multi-turn streams (ShareGPT's too)
+
+    def first_turn(self) -> Tuple[Message, ...]:
+        """The conversation up to its first user message (a leading system message kept): a multi-turn stream's
+        first request."""
+        first_user = next(i for i, (role, _) in enumerate(self.messages) if role == "user")
+        return self.messages[:first_user + 1]
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,9 @@ def _jsonl_record(line: str, at: str, number: int) -> PromptRecord:
     unknown = sorted(set(obj) - set(_JSONL_KEYS))
     if unknown:
         raise UserError(f"{at}: unknown key {unknown[0]!r}" + known_names(unknown[0], list(_JSONL_KEYS)))
-    return PromptRecord(_jsonl_messages(obj, at), _max_tokens(obj.get("max_tokens"), at), number)
+    messages = _jsonl_messages(obj, at)
+    users = [content for role, content in messages if role == "user"]
+    return PromptRecord(messages, _max_tokens(obj.get("max_tokens"), at), number, tuple(users[1:]))
 
 
 def _jsonl_messages(obj: dict, at: str) -> Tuple[Message, ...]:
@@ -173,16 +183,21 @@ def _sharegpt_record(item: Any, number: int, at: str) -> Optional[PromptRecord]:
     if not isinstance(item, dict) or not isinstance(item.get("conversations"), list):
         raise UserError(f'{at}: expected an object with a "conversations" list, got {_json_type(item)}')
     system: Optional[str] = None
+    users: List[str] = []
     for index, turn in enumerate(item["conversations"]):
         if not (isinstance(turn, dict) and isinstance(turn.get("from"), str) and isinstance(turn.get("value"), str)):
+            if users:
+                break  # past the first human turn, which is all a single-turn prompt reads: the conversation ends
             raise UserError(f'{at}: conversations[{index}] must be an object with text "from" and "value"')
         role = _SHAREGPT_ROLES.get(turn["from"])
-        if role == "system" and system is None and turn["value"].strip():
+        if role == "system" and system is None and not users and turn["value"].strip():
             system = turn["value"]
         elif role == "user" and turn["value"].strip():
-            leading = (("system", system),) if system is not None else ()
-            return PromptRecord(leading + (("user", turn["value"]),), None, number)
-    return None  # no human turn with text: the caller counts it as skipped
+            users.append(turn["value"])
+    if not users:
+        return None  # no human turn with text: the caller counts it as skipped
+    leading = (("system", system),) if system is not None else ()
+    return PromptRecord(leading + (("user", users[0]),), None, number, tuple(users[1:]))
 
 
 def _is_text(value: Any) -> bool:

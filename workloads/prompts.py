@@ -8,6 +8,7 @@ starts from the same prompts, whatever the engine or batch size.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,12 +16,21 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from harness.config.stream import StreamConfig
 from harness.config.sweep import SweepConfig
 from harness.errors import UserError
 from harness.fields import opt
 from harness.model.spec import ModelSpec
 from harness.plan.points import SweepPoint
+from harness.scenarios.stream import StreamSpec
 from workloads.base import Workload, WorkloadOptions
+from workloads.conversations import (
+    TurnOptions,
+    conversation_stream,
+    conversation_tokens,
+    later_turn_ids,
+    validate_turns,
+)
 from workloads.prompt_file import PromptFile, PromptRecord, read_prompt_file
 from workloads.templates import check_template, render, with_system
 from harness.model.tokenizer import load_tokenizer
@@ -30,7 +40,7 @@ TEMPLATE_HELP = ("chat (the tokenizer's chat template) | none (raw text) | llama
 
 
 @dataclass
-class PromptsOptions(WorkloadOptions):
+class PromptsOptions(TurnOptions, WorkloadOptions):
     template: str = opt("chat", help=TEMPLATE_HELP)
     system_prompt: Optional[str] = opt(None, help="Added by the template where it has a system slot.")
     max_prompt_tokens: Optional[int] = opt(
@@ -52,6 +62,7 @@ class PromptsOptions(WorkloadOptions):
             value = getattr(self, key)
             if value is not None and value < 1:
                 raise UserError(f"workload.{key}: must be at least 1 (or null), got {value}")
+        validate_turns(self, config)
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,8 @@ class Prompt:
     token_ids: Tuple[int, ...]
     max_tokens: Optional[int]  # the file's own cap for this prompt
     messages: Tuple[Tuple[str, str], ...]  # the conversation the ids render, system prompt included
+    later_ids: Tuple[Tuple[int, ...], ...] = ()  # multi-turn: each later user turn's own ids (conversations.py)
+    later_texts: Tuple[str, ...] = ()
 
 
 class PromptsWorkload(Workload):
@@ -98,7 +111,22 @@ class PromptsWorkload(Workload):
         return [list(p.token_ids) for p in chosen], budgets
 
     def source_longest_input(self, point: SweepPoint) -> int:
-        return self.longest
+        """The longest first prompt, or in a multi-turn stream the longest prompt of a last turn (history and
+        answers included)."""
+        if not self.options.multi_turn:
+            return self.longest
+        return max(conversation_tokens(p.token_ids, p.later_ids, point.output_length) for p in self.pool)
+
+    def stream(self, point: SweepPoint, phase: str, stream: StreamConfig) -> StreamSpec:
+        """A multi-turn stream's timed requests are its conversations' turns; its warm-up requests first turns only
+        (they warm the engine up; the timed conversations share nothing with them)."""
+        if not self.options.multi_turn or phase == "warmup":
+            return super().stream(point, phase, stream)
+        conversations = self._stream_pool(phase, stream.num_requests)
+        conversations = [dataclasses.replace(c, token_ids=tuple(self.prefixed([list(c.token_ids)], i)[0]))
+                         for i, c in enumerate(conversations)]
+        return conversation_stream(conversations, point, stream, self.options, self.forced, self.sampling,
+                                   lambda count: self.stream_seeds(point, phase, count))
 
     def filler(self, key: Tuple[int, ...], length: int) -> List[int]:
         """The file's prompts end to end, cycled, from the start of prompt `hash(key)` of the pool: real text cut to
@@ -122,8 +150,13 @@ class PromptsWorkload(Workload):
     def prompt_summary(self) -> str:
         f = self.facts
         dropped = f["dropped_over_max_prompt_tokens"]
-        return (f"{self.source_name}: {f['prompts_used']} of {f['prompts_in_file']} prompts, mean {self.mean_length} tokens "
-                "after templating" + (f", {dropped} dropped as too long" if dropped else ""))
+        text = (f"{self.source_name}: {f['prompts_used']} of {f['prompts_in_file']} prompts, mean {self.mean_length} "
+                "tokens after templating" + (f", {dropped} dropped as too long" if dropped else ""))
+        if self.options.multi_turn:
+            turns = [1 + len(p.later_ids) for p in self.pool]
+            text += (f"; conversations of {min(turns)}-{max(turns)} user turns (mean {np.mean(turns):.1f}), "
+                     f"{self.options.turn_gap} gap {self.options.turn_gap_s:g} s")
+        return text
 
     def manifest(self) -> Dict[str, Any]:
         return {**super().manifest(), "file": self.options.prompts, "template": self.options.template,
@@ -148,7 +181,10 @@ def prepare(file: PromptFile, options: PromptsOptions, tokenizer, seed: int) -> 
             continue
         first_text = first_text if first_text is not None else text
         record = file.records[i]
-        kept.append(Prompt(tuple(ids), record.max_tokens, with_system(record.messages, options.system_prompt)))
+        messages = record.first_turn() if options.multi_turn else record.messages
+        later = record.later_turns[:options.max_turns - 1 if options.max_turns else None] if options.multi_turn else ()
+        kept.append(Prompt(tuple(ids), record.max_tokens, with_system(messages, options.system_prompt),
+                           later_turn_ids(later, options.template, tokenizer), tuple(later)))
         if len(kept) == wanted:
             break
     if not kept:
@@ -162,12 +198,21 @@ def prepare(file: PromptFile, options: PromptsOptions, tokenizer, seed: int) -> 
 def encode(record: PromptRecord, options: PromptsOptions, tokenizer) -> Tuple[str, List[int]]:
     """The rendered text and its ids. Only raw text gets the tokenizer's own specials (BOS): a template's
     text already holds the markers its format wants, as `apply_chat_template` assumes too."""
-    text = render(options.template, record.messages, options.system_prompt, tokenizer)
+    messages = record.first_turn() if options.multi_turn else record.messages
+    text = render(options.template, messages, options.system_prompt, tokenizer)
     ids = tokenizer(text, add_special_tokens=options.template == "none")["input_ids"]
     return text, list(ids)
 
 
 def check_fits(prompts: List[Prompt], options: PromptsOptions, config: SweepConfig, model: ModelSpec) -> None:
+    if options.multi_turn:
+        output = max(config.output_lengths)
+        longest = max(conversation_tokens(p.token_ids, p.later_ids, output) + output for p in prompts)
+        if longest > model.max_positions:
+            raise UserError(f"workload.max_turns: the longest conversation of {options.prompts} reaches {longest} "
+                            f"tokens by the end of its last turn (output {output} per turn), over {model.label}'s "
+                            f"max_position_embeddings ({model.max_positions}); set max_turns")
+        return
     longest = max(len(p.token_ids) for p in prompts)
     total = longest + max(config.output_lengths)
     if total > model.max_positions:

@@ -12,7 +12,7 @@ import asyncio
 import json
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from backends.openai_compat.chunks import ResponseReading
 from harness.errors import ShortOutputError
@@ -48,38 +48,44 @@ class CompletionsClient:
     async def serve(self, stream: StreamSpec) -> StreamTiming:
         import aiohttp
 
-        bodies = self.request_bodies(stream.requests)  # serialized before the clock starts
+        bodies = self.request_bodies(stream)  # serialized before the clock starts (a later turn's: when it is due)
         timeout = aiohttp.ClientTimeout(total=self.request_timeout_s)
         # limit=0: no connection pool cap, so max_concurrency (in `drive`) is the only one.
         connector = aiohttp.TCPConnector(limit=0)
         # read_bufsize: room for long SSE lines (a first chunk may echo the prompt's ids).
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self.headers,
                                          read_bufsize=1 << 20) as session:
-            return await drive(stream, partial(self._submit, session, bodies, stream.requests))
+            return await drive(stream, partial(self._submit, session, bodies, stream))
 
-    def request_bodies(self, batch: BatchSpec) -> List[bytes]:
-        """One JSON body per request: its token ids (or conversation), budget, sampling and seed, plus `extra_body`."""
-        if self.endpoint == "chat" and not batch.messages:
+    def request_bodies(self, stream: StreamSpec) -> List[Optional[bytes]]:
+        """One JSON body per request (None for a later turn of a conversation, whose prompt is not known yet)."""
+        if self.endpoint == "chat" and not stream.requests.messages:
             raise RuntimeError("endpoint: chat needs the prompts' conversations (a prompt file), and this stream "
                                "has token ids only")
-        s = batch.sampling
+        later = stream.turns.follows if stream.turns is not None else (None,) * stream.num_requests
+        return [None if follows is not None else self.request_body(stream, i) for i, follows in enumerate(later)]
+
+    def request_body(self, stream: StreamSpec, i: int) -> bytes:
+        """Request i's token ids (or conversation), budget, sampling and seed, plus `extra_body`. In a multi-turn
+        stream, vLLM is asked for the answer's token ids too: the next turn is sent with them."""
+        batch, s = stream.requests, stream.requests.sampling
         stream_options: Dict[str, Any] = {"include_usage": True}
         if self.continuous_usage_stats:
             stream_options["continuous_usage_stats"] = True
-        bodies = []
-        for i, (prompt, max_tokens) in enumerate(zip(batch.prompts, batch.max_tokens)):
-            body: Dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "stream": True,
-                                    "stream_options": stream_options, "temperature": s.temperature, "top_p": s.top_p}
-            if self.endpoint == "chat":
-                body["messages"] = [{"role": role, "content": content} for role, content in batch.messages[i]]
-            else:
-                body["prompt"] = list(prompt)
-            if batch.seeds:
-                body["seed"] = batch.seeds[i]
-            body.update(self._extension_fields(batch, max_tokens))
-            body.update(self.extra_body)
-            bodies.append(json.dumps(body).encode())
-        return bodies
+        max_tokens = batch.max_tokens[i]
+        body: Dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "stream": True,
+                                "stream_options": stream_options, "temperature": s.temperature, "top_p": s.top_p}
+        if self.endpoint == "chat":
+            body["messages"] = [{"role": role, "content": content} for role, content in stream.chat_messages(i)]
+        else:
+            body["prompt"] = stream.prompt_ids(i)
+            if stream.turns is not None and self.extensions == "vllm":
+                body["return_token_ids"] = True
+        if batch.seeds:
+            body["seed"] = batch.seeds[i]
+        body.update(self._extension_fields(batch, max_tokens))
+        body.update(self.extra_body)
+        return json.dumps(body).encode()
 
     def _extension_fields(self, batch: BatchSpec, max_tokens: int) -> Dict[str, Any]:
         """Exactly max_tokens tokens (EOS off) and top_k, in the server's own words: OpenAI's API has neither."""
@@ -104,21 +110,22 @@ class CompletionsClient:
                                "no top_k); set extensions to the server's, or top_k: 0")
         return fields
 
-    async def _submit(self, session, bodies: List[bytes], batch: BatchSpec, index: int) -> Submitted:
+    async def _submit(self, session, bodies: List[Optional[bytes]], stream: StreamSpec, index: int) -> Submitted:
         import aiohttp
 
         try:
-            return await self._exchange(session, bodies, batch, index)
+            return await self._exchange(session, bodies[index] or self.request_body(stream, index), stream.requests,
+                                        index)
         except asyncio.TimeoutError:
             limit = f"{self.request_timeout_s:g} s"
             raise RuntimeError(f"no complete response within request_timeout_s ({limit})") from None
         except aiohttp.ClientPayloadError as e:  # its own words name the transfer encoding, not what happened
             raise RuntimeError(f"the connection closed mid-response ({' '.join(str(e).split())})") from None
 
-    async def _exchange(self, session, bodies: List[bytes], batch: BatchSpec, index: int) -> Submitted:
+    async def _exchange(self, session, body: bytes, batch: BatchSpec, index: int) -> Submitted:
         """Send request `index`, stamp every chunk that carries tokens, return when the stream ends."""
         clock, reading, done = TokenClock(), ResponseReading(chat=self.endpoint == "chat"), False
-        async with session.post(self.url, data=bodies[index]) as response:
+        async with session.post(self.url, data=body) as response:
             if response.status != 200:
                 detail = " ".join((await response.text())[:300].split())
                 raise RuntimeError(f"HTTP {response.status} from {self.url}: {detail}")
@@ -148,4 +155,4 @@ class CompletionsClient:
         return Submitted(clock.first_s, clock.last_s, output_tokens, clock.gaps_s(),
                          token_ids=tuple(ids) if len(ids) == output_tokens else None,
                          input_tokens=reading.usage_input_tokens, output_tokens_source=source,
-                         cached_tokens=reading.usage_cached_tokens)
+                         cached_tokens=reading.usage_cached_tokens, text="".join(reading.texts))

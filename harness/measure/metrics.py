@@ -212,6 +212,8 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     out.update(spec_figures([timing.spec] if timing.spec is not None else []))
     out.update(server_figures(timing.server))
     out["prefix_cache_hit_rate"] = prefix_cache_hit_rate(requests, out.get("server_prefix_cache_hit_rate"))
+    if any(r.turn is not None for r in timing.requests):
+        out["num_conversations"] = sum(r.turn == 1 for r in timing.requests)
     return out
 
 

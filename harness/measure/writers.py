@@ -42,7 +42,8 @@ ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes", "batching
 # Stream points only (docs/measurement.md, "Request streams"); ttft_ms_* and tpot_ms_* are shared with batch
 # points, over requests instead of batches.
 STREAM_COLUMNS = (
-    ["num_requests", "num_warmup_requests", "requests_failed", "achieved_request_rate", "duration_s"]
+    ["num_requests", "num_warmup_requests", "requests_failed", "achieved_request_rate", "duration_s",
+     "num_conversations"]
     + [f"{m}_{s}" for m in ("itl_ms", "e2e_ms") for s in STATS]
     + ["slo_ttft_ms", "slo_tpot_ms", "slo_percentile", "slo_attainment", "goodput", "max_concurrency_reached",
        "send_slip_ms_p50", "send_slip_ms_p99", "queue_ms_mean", "prefix_cache_hit_rate"]
@@ -82,7 +83,7 @@ SAMPLE_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + ["batch_index", "latency_ms",
 REQUEST_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + [
     "request_index", "scheduled_s", "dispatched_s", "sent_s", "first_token_s", "last_token_s", "input_tokens",
     "cached_tokens", "output_tokens", "output_tokens_source", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms_mean", "itl_ms_max",
-    "send_slip_ms", "client_wait_ms", "queue_ms", "met_slo", "error",
+    "send_slip_ms", "client_wait_ms", "queue_ms", "met_slo", "error", "conversation", "turn", "context_tokens",
 ]
 
 
@@ -126,7 +127,10 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
                "first_token_s": None if r.first_token_s is None else r.first_token_s - t0,
                "last_token_s": None if r.last_token_s is None else r.last_token_s - t0,
                "input_tokens": r.input_tokens, "cached_tokens": r.cached_tokens, "output_tokens": r.output_tokens,
-               "output_tokens_source": r.output_tokens_source, "met_slo": 0, "error": r.error}
+               "output_tokens_source": r.output_tokens_source, "met_slo": 0, "error": r.error,
+               # a multi-turn request's prompt is its conversation so far: what it is sent with
+               "conversation": r.conversation, "turn": r.turn,
+               "context_tokens": r.input_tokens if r.turn is not None else None}
         if r.ok:
             f = request_figures(r)
             row.update(ttft_ms=f.ttft_ms, tpot_ms=f.tpot_ms, e2e_ms=f.e2e_ms,

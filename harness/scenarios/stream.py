@@ -28,14 +28,36 @@ LEAD_S = 0.005
 
 
 @dataclass(frozen=True)
+class Turns:
+    """Multi-turn conversations (docs/measurement.md, "Multi-turn conversations"): request i is turn `turn[i]`
+    (1-based) of conversation `conversation[i]`. A first turn arrives at its scheduled offset; a later one `gap_s[i]`
+    after the last token of the turn before it (`follows[i]`), and carries that turn's prompt, its actual answer and
+    its own new tokens (`requests.prompts[i]`) or message (`requests.messages[i]`)."""
+
+    conversation: Tuple[int, ...]
+    turn: Tuple[int, ...]
+    follows: Tuple[Optional[int], ...]
+    gap_s: Tuple[float, ...]
+
+    def next_of(self, index: int) -> Optional[int]:
+        following = index + 1  # a conversation's turns are consecutive requests
+        return following if following < len(self.follows) and self.follows[following] == index else None
+
+
+@dataclass(frozen=True)
 class StreamSpec:
     """Requests in arrival order: `requests` holds each one's prompt, budget, sampling and seed;
-    `arrivals_s` their scheduled offsets from the stream's start (non-decreasing); `max_concurrency`
-    caps the requests in flight (None: no cap), the rest wait at the client with their clocks running."""
+    `arrivals_s` their scheduled offsets from the stream's start (non-decreasing; a later turn's is its
+    conversation's); `max_concurrency` caps the requests in flight (None: no cap), the rest wait at the client with
+    their clocks running. `turns`: the conversations, in a multi-turn stream; `drive` builds each later turn's prompt
+    as its turn before ends (`prompt_ids`, `chat_messages` are what an engine sends)."""
 
     requests: BatchSpec
     arrivals_s: Tuple[float, ...]
     max_concurrency: Optional[int] = None
+    turns: Optional[Turns] = None
+    _built_ids: Dict[int, List[int]] = field(default_factory=dict, compare=False, repr=False)
+    _built_messages: Dict[int, Tuple[Tuple[str, str], ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
         assert len(self.arrivals_s) == self.requests.batch_size, "one arrival per request"
@@ -43,6 +65,33 @@ class StreamSpec:
     @property
     def num_requests(self) -> int:
         return self.requests.batch_size
+
+    def prompt_ids(self, index: int) -> List[int]:
+        """The token ids request `index` is sent with: a later turn's whole history, once built. RuntimeError for a
+        later turn whose turn before gave no answer ids (a server that streams text only)."""
+        if not self.has_history(index):
+            raise RuntimeError(f"turn {self.turns.turn[index]} needs the token ids of the answer before it, and the "
+                               "engine sent text only (a server: ask for token ids, or use endpoint: chat)")
+        built = self._built_ids.get(index)
+        return built if built is not None else list(self.requests.prompts[index])
+
+    def chat_messages(self, index: int) -> Tuple[Tuple[str, str], ...]:
+        """The conversation request `index` is sent with, for servers that apply their own template."""
+        return self._built_messages.get(index, self.requests.messages[index] if self.requests.messages else ())
+
+    def continue_turn(self, index: int, answer_ids: Optional[Sequence[int]], answer_text: Optional[str]) -> None:
+        """Build later turn `index`'s prompt from the turn before it (`turns.follows[index]`) and that turn's answer:
+        its ids with the answer's ids, then this turn's own; its messages with the answer as the assistant's."""
+        previous = self.turns.follows[index]
+        if answer_ids is not None:
+            self._built_ids[index] = self.prompt_ids(previous) + list(answer_ids) + list(self.requests.prompts[index])
+        if answer_text is not None and self.requests.messages:
+            self._built_messages[index] = (self.chat_messages(previous) + (("assistant", answer_text),)
+                                           + tuple(self.requests.messages[index]))
+
+    def has_history(self, index: int) -> bool:
+        """Whether later turn `index` has its token ids built (its turn before gave the answer's ids)."""
+        return self.turns is None or self.turns.follows[index] is None or index in self._built_ids
 
 
 @dataclass(frozen=True)
@@ -59,6 +108,7 @@ class RequestTiming:
     may count otherwise than the harness). `output_tokens_source`: where `output_tokens` comes from: `engine` (its
     token ids), a server's `usage`, its text re-tokenized (`tokenizer`), or one per SSE chunk (`chunks`).
     `cached_tokens`: prompt tokens the engine served from its prefix cache, where it says (None: it does not).
+    `conversation`, `turn`: where the request sits in a multi-turn stream (None in a stream of single requests).
     """
 
     index: int
@@ -75,6 +125,8 @@ class RequestTiming:
     token_ids: Optional[Tuple[int, ...]] = field(default=None, repr=False)
     output_tokens_source: str = "engine"
     cached_tokens: Optional[int] = None
+    conversation: Optional[int] = None
+    turn: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -147,6 +199,7 @@ class Submitted:
     input_tokens: Optional[int] = None
     output_tokens_source: str = "engine"
     cached_tokens: Optional[int] = None
+    text: Optional[str] = field(default=None, repr=False)  # the answer's text, where a later turn needs it (chat)
 
 
 # submit(index) sends request `index` of the stream and returns when its last token has arrived.
@@ -175,37 +228,75 @@ async def drive(stream: StreamSpec, submit: Submit) -> StreamTiming:
     """Release every request at its scheduled time, whatever is in flight, and collect their timings.
 
     A request that raises gets an `error` and the rest go on: the point fails as a whole later, with
-    every request accounted for. With `max_concurrency`, released requests wait for a free slot.
+    every request accounted for. With `max_concurrency`, released requests wait for a free slot. In a
+    multi-turn stream each conversation runs as one task: a later turn is due its gap after the turn
+    before it ended, and is sent with that turn's prompt and answer in front of its own.
     """
     slots = asyncio.Semaphore(stream.max_concurrency) if stream.max_concurrency else None
     start_s = time.perf_counter() + LEAD_S
-    inputs = stream.requests.input_tokens
+    turns = stream.turns
 
-    async def one(index: int, scheduled_s: float, dispatched_s: float) -> RequestTiming:
+    async def one(index: int, scheduled_s: float, dispatched_s: float) -> Tuple[RequestTiming, Optional[Submitted]]:
+        where = {} if turns is None else {"conversation": turns.conversation[index], "turn": turns.turn[index]}
         if slots is not None:
             await slots.acquire()
         sent_s = time.perf_counter()
         try:
             got = await submit(index)
         except Exception as e:  # noqa: BLE001 - any engine or transport failure is this request's error
-            return RequestTiming(index, scheduled_s, dispatched_s, sent_s, input_tokens=inputs[index],
-                                 error=f"{type(e).__name__}: {' '.join(str(e).split())}"[:300])
+            return RequestTiming(index, scheduled_s, dispatched_s, sent_s, input_tokens=_prompt_length(stream, index),
+                                 error=f"{type(e).__name__}: {' '.join(str(e).split())}"[:300], **where), None
         finally:
             if slots is not None:
                 slots.release()
-        input_tokens = inputs[index] if got.input_tokens is None else got.input_tokens
+        input_tokens = _prompt_length(stream, index) if got.input_tokens is None else got.input_tokens
         return RequestTiming(index, scheduled_s, dispatched_s, sent_s, got.first_token_s, got.last_token_s,
                              input_tokens, got.output_tokens, tuple(got.token_gaps_s), got.queued_s,
                              token_ids=got.token_ids, output_tokens_source=got.output_tokens_source,
-                             cached_tokens=got.cached_tokens)
+                             cached_tokens=got.cached_tokens, **where), got
+
+    async def conversation(index: int, scheduled_s: float, dispatched_s: float) -> List[RequestTiming]:
+        timings = []
+        while True:
+            timing, got = await one(index, scheduled_s, dispatched_s)
+            timings.append(timing)
+            following = turns.next_of(index) if turns is not None else None
+            if following is None:
+                return timings
+            if not timing.ok:
+                return timings + _abandoned(stream, following, f"turn {turns.turn[index]} of its conversation failed")
+            stream.continue_turn(following, got.token_ids, got.text)
+            index, scheduled_s = following, timing.last_token_s + turns.gap_s[following]
+            await sleep_until(scheduled_s)
+            dispatched_s = time.perf_counter()
 
     tasks = []
     for index, offset in enumerate(stream.arrivals_s):
+        if turns is not None and turns.follows[index] is not None:
+            continue  # a later turn: its conversation's task sends it
         scheduled_s = start_s + offset
         await sleep_until(scheduled_s)
-        tasks.append(asyncio.ensure_future(one(index, scheduled_s, time.perf_counter())))
-    timings = await asyncio.gather(*tasks)
+        tasks.append(asyncio.ensure_future(conversation(index, scheduled_s, time.perf_counter())))
+    timings = sorted((t for group in await asyncio.gather(*tasks) for t in group), key=lambda t: t.index)
     return StreamTiming(start_s, time.perf_counter(), tuple(timings))
+
+
+def _prompt_length(stream: StreamSpec, index: int) -> int:
+    """The harness's count of the prompt request `index` was sent with (a later turn's: its history too)."""
+    if stream.turns is not None and stream.has_history(index):
+        return len(stream.prompt_ids(index))
+    return stream.requests.input_tokens[index]
+
+
+def _abandoned(stream: StreamSpec, index: int, reason: str) -> List[RequestTiming]:
+    """Request `index` and the later turns of its conversation, failed unsent: the turn before them failed."""
+    timings, now = [], time.perf_counter()
+    turns = stream.turns
+    while index is not None:
+        timings.append(RequestTiming(index, now, now, now, error=f"not sent: {reason}",
+                                     conversation=turns.conversation[index], turn=turns.turn[index]))
+        index = turns.next_of(index)
+    return timings
 
 
 @contextlib.contextmanager

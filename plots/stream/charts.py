@@ -29,11 +29,13 @@ from plots.charts import (
     scenario_jobs,
 )
 from plots.data import SERIES
-from plots.load import REQUEST_JOIN_COLUMNS, SOURCE_COLUMN, STREAM
+from plots.load import STREAM
 from plots.stream import selections
 from plots.stream.selections import StreamGroup
 from plots.stream.prefix import prefix_caching_chart
+from plots.stream.requests import requests_at
 from plots.stream.server import server_timeline
+from plots.stream.turns import ttft_vs_context
 
 RATE_LABEL = "offered request rate (requests/s)"
 SUSTAINED_RING_SIZE = 15
@@ -195,7 +197,7 @@ def _ttft_cdf_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     if rate is None:
         return Chart(section, what, [], f"No TTFT distribution for {group.text}: no offered rate at which "
                                          f"every series ({', '.join(series)}) ran ok.")
-    requests = _requests_at(ctx, group, rate)
+    requests = requests_at(ctx, group, rate)
     if requests.empty:
         return Chart(section, what, [], f"No TTFT distribution for {group.text}: no requests.csv beside "
                                          "results.csv holds these points (written by an older harness?).")
@@ -232,19 +234,8 @@ def _slo_line(ax: Axes, rows: pd.DataFrame) -> None:
                    label=f"SLO: TTFT <= {targets[0]:g} ms")
 
 
-def _requests_at(ctx: ChartContext, group: StreamGroup, rate: float) -> pd.DataFrame:
-    """The requests.csv rows of the group's ok points at `rate`, with the series of their results row."""
-    if ctx.requests is None:
-        return pd.DataFrame(columns=[SERIES, "ttft_ms"])
-    points = group.rows(ctx.ok)
-    points = points[points["request_rate"] == rate]
-    keys = [SOURCE_COLUMN, *REQUEST_JOIN_COLUMNS]
-    requests = ctx.requests[[c for c in ctx.requests.columns if c != SERIES]]
-    return requests.merge(points[keys + [SERIES]].drop_duplicates(keys), on=keys, how="inner")
-
-
 ALL_STREAM_CHARTS = (latency_vs_rate, throughput_vs_rate, goodput_vs_rate, ttft_cdf, server_timeline,
-                     prefix_caching_chart)
+                     prefix_caching_chart, ttft_vs_context)
 
 
 def chart_jobs(ctx: ChartContext) -> List[ChartJob]:
