@@ -69,7 +69,6 @@ class AsyncEngine:
         """
         from vllm.inputs import TokensPrompt
 
-        requests = stream.requests
         engine, tag = self.engine, next(self._request_ids)
 
         async def submit(index: int) -> Submitted:

@@ -150,7 +150,7 @@ def start_sink() -> tuple:
         except OSError:
             if time.monotonic() > deadline or sink.poll() is not None:
                 sink.kill()
-                raise SystemExit("the load sink did not start")
+                raise SystemExit("the load sink did not start") from None
             time.sleep(0.1)
 
 

@@ -1,6 +1,6 @@
-"""Trace streams for the engine tests: a small project-written trace, replayed through the real workload code
-(config validation, window, time scale, prompts of the traced lengths), so each engine's test sends exactly what a
-sweep would."""
+"""Production-shaped streams for the engine tests, built by the real workload code so each test sends exactly what a
+sweep would: a small project-written trace (config validation, window, time scale, prompts of the traced lengths),
+and the example conversations as a multi-turn stream."""
 
 from pathlib import Path
 from typing import Optional
@@ -9,7 +9,10 @@ from harness.config.stream import StreamConfig, TraceWindow, validate_stream
 from harness.config.sweep import SweepConfig
 from harness.plan.points import SweepPoint
 from harness.scenarios.stream import StreamSpec
+from workloads.prompts import PromptsOptions, PromptsWorkload
 from workloads.random_ids import RandomOptions, RandomWorkload
+
+CONVERSATIONS = Path(__file__).resolve().parent.parent / "yamls" / "prompts" / "example-conversations.jsonl"
 
 # 10 requests over 0.9 s of trace time, bursts and pauses, prompts of 5-60 tokens, answers of 1-8 (fits every
 # engine fixture's shape: 64 prompt tokens, 8 output tokens).
@@ -49,3 +52,20 @@ def trace_stream(model, path: Path, phase: str = "timed", time_scale: float = 1.
     point = SweepPoint(workload.input_lengths()[0], config.output_lengths[0], None, workload.name,
                        config.stream.request_rates[0])
     return workload.stream(point, phase, config.stream)
+
+
+def conversation_workload(model, output_length: int = 6, num_conversations: int = 5, **turns):
+    """The example conversations as a multi-turn workload (conversations at 2/s, constant), and its sweep config."""
+    stream = StreamConfig(arrival="constant", request_rates=[2.0], num_requests=num_conversations,
+                          num_warmup_requests=2, seed=1)
+    validate_stream(stream)
+    config = SweepConfig(benchmark_name="t", scenario="stream", stream=stream, output_lengths=[output_length], seed=0)
+    options = PromptsOptions(prompts=str(CONVERSATIONS), template="chat", multi_turn=True, **turns)
+    options.validate(config)
+    return PromptsWorkload.build(options, config, model), config
+
+
+def conversation_stream(model, output_length: int = 6, num_conversations: int = 5, **turns) -> StreamSpec:
+    w, config = conversation_workload(model, output_length, num_conversations, **turns)
+    point = SweepPoint(w.input_lengths()[0], output_length, None, w.name, 2.0)
+    return w.stream(point, "timed", config.stream)

@@ -1,6 +1,6 @@
-"""Production-shaped load end to end through benchmark.py (docs/measurement.md, "Trace replay", "Shared prefixes"):
-a trace replayed on HF continuous batching, vLLM in process and vLLM behind its OpenAI-compatible server; shared
-prefixes on vLLM with prefix caching on and off.
+"""Production-shaped load end to end through benchmark.py (docs/measurement.md, "Trace replay", "Shared prefixes",
+"Multi-turn conversations"): a trace replayed, and multi-turn conversations, on HF continuous batching, vLLM in
+process and vLLM behind its OpenAI-compatible server; shared prefixes on vLLM with prefix caching on and off.
 
 Each sweep starts its engines once and every test of it reads its output folder.
 """
@@ -8,6 +8,7 @@ Each sweep starts its engines once and every test of it reads its output folder.
 import json
 import os
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ SERVER = ("{python} -m vllm.entrypoints.openai.api_server --model {model_dir} --
           "--disable-uvicorn-access-log")
 VLLM = "name: vllm, enforce_eager: true, kv_cache_memory_bytes: 268435456"
 TIME_SCALE = 0.5
+REPO = Path(__file__).resolve().parent.parent
 
 
 def run_sweep(folder, body: str):
@@ -123,3 +125,58 @@ def test_prefix_caching_chart_and_report_line(prefixed):
             in report)
     assert f"without (vllm-no-cache): {off / on:.2f}x as fast" in report
     assert (prefixed / "plots" / f"stream_prefix_in{OWN_TOKENS}_out4.png").exists()
+
+
+TURN_GAP_S = 0.05
+
+
+@pytest.fixture(scope="module")
+def conversed(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("turns")
+    return run_sweep(folder, f"""benchmark_name: turns-e2e
+backends:
+  - {{name: hf, label: hf-continuous, device: cpu, batching: continuous, max_batch_size: 4}}
+  - {{{VLLM}}}
+  - {{name: openai, label: vllm-serve, command: '{SERVER}'}}
+workload: {{prompts: {REPO}/yamls/prompts/example-conversations.jsonl, template: chat, multi_turn: true,
+            turn_gap_s: {TURN_GAP_S}}}
+output_lengths: [8]
+stream: {{arrival: poisson, request_rates: [4], num_requests: 4, num_warmup_requests: 2}}
+""")
+
+
+TURN_LABELS = ("hf-continuous", "vllm", "vllm-serve")
+
+
+def test_every_turn_carries_its_history_and_the_answers(conversed):
+    """Turn k + 1 is sent with turn k's prompt, its 8 answer tokens and its own tokens, due 50 ms after turn k's last
+    token; the same conversations, turn for turn, on every engine (vllm serve returns the answer's token ids)."""
+    results = {r["backend"]: r for r in rows(conversed / "results.csv")}
+    requests = rows(conversed / "requests.csv")
+    turns = None
+    for label in TURN_LABELS:
+        assert results[label]["status"] == "ok" and results[label]["num_conversations"] == "4", results[label]
+        mine = [q for q in requests if q["backend"] == label]
+        assert int(results[label]["num_requests"]) == len(mine) > 4
+        assert turns in (None, [(q["conversation"], q["turn"]) for q in mine])
+        turns = [(q["conversation"], q["turn"]) for q in mine]
+        for before, q in zip(mine, mine[1:]):
+            if q["turn"] == "1":
+                continue
+            assert q["conversation"] == before["conversation"] and int(q["turn"]) == int(before["turn"]) + 1
+            grown = int(q["context_tokens"]) - int(before["context_tokens"]) - int(before["output_tokens"])
+            assert 0 < grown < 60  # this turn's own tokens
+            assert int(q["context_tokens"]) == int(q["input_tokens"])
+            assert float(q["scheduled_s"]) == pytest.approx(float(before["last_token_s"]) + TURN_GAP_S, abs=1e-6)
+    own = {}  # each turn's own tokens are the same on every engine
+    for q in requests:
+        if q["turn"] != "1":
+            before = next(b for b in requests if b["backend"] == q["backend"] and b["conversation"] ==
+                          q["conversation"] and int(b["turn"]) == int(q["turn"]) - 1)
+            grown = int(q["context_tokens"]) - int(before["context_tokens"]) - int(before["output_tokens"])
+            assert own.setdefault((q["conversation"], q["turn"]), grown) == grown
+
+
+def test_ttft_vs_context_chart(conversed):
+    results = rows(conversed / "results.csv")
+    assert (conversed / "plots" / f"stream_turns_in{results[0]['input_length']}_out8.png").exists()

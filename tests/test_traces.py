@@ -164,7 +164,7 @@ def test_trace_request_longer_than_the_model_is_named(tmp_path, capsys):
 
 def test_dry_run_plans_the_trace_window(tmp_path, capsys):
     trace = write_small_trace(tmp_path)
-    path = yaml_with(tmp_path, f"arrival: trace, trace: small-azure.csv, window: {{max_requests: 4}}")
+    path = yaml_with(tmp_path, "arrival: trace, trace: small-azure.csv, window: {max_requests: 4}")
     assert main([str(path), "--dry-run"]) == 0  # the trace path is found beside the YAML
     out = capsys.readouterr().out
     assert "small-azure.csv (azure): 4 requests" in out and "4 of the trace's 10 requests" in out
