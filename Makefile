@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts demo-stream demo-servers demo-speculative test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup demo demo-prompts demo-stream demo-servers demo-load demo-speculative test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -25,6 +25,12 @@ demo-stream: setup
 # Two OpenAI-compatible servers the harness starts, vLLM and transformers serve, sent the example chats (chat API).
 demo-servers: setup
 	$(PY) benchmark.py yamls/cpu-servers.yaml
+
+# Production-shaped load: a trace replayed, shared prefixes with caching on and off, multi-turn conversations.
+demo-load: setup
+	$(PY) benchmark.py yamls/cpu-trace.yaml
+	$(PY) benchmark.py yamls/cpu-prefix.yaml
+	$(PY) benchmark.py yamls/cpu-conversations.yaml
 
 # Speculative decoding: hf and vllm, each method against the same engine without it.
 demo-speculative: setup

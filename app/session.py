@@ -45,7 +45,7 @@ PEAKS_CACHE = "hardware_peaks.json"  # the CPU probe's figures, per dtype (harne
 # and caps, may grow: new points are simply run).
 RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "stop", "num_warmup_batches", "seed",
                "scenario", "stream.arrival", "stream.num_requests", "stream.num_warmup_requests", "stream.seed",
-               "stream.slo")
+               "stream.slo", "stream.trace", "stream.trace_format", "stream.time_scale", "stream.window")
 
 
 class SweepObserver:

@@ -125,6 +125,10 @@ CASES = {
         "backends[3].endpoint: chat has the server apply its own chat template, which the harness counts and plans "
         "with as workload.template: chat, not llama-2; set workload.template: chat, or endpoint: completions to "
         "send the llama-2-templated prompts as token ids"),
+    "chat with token-id prefixes": (
+        [STREAM, "backends.3.endpoint=chat", *CHATS, "workload.prefix.prefix_tokens=64"],
+        "backends[3].endpoint: chat sends the conversations' text, and workload.prefix is token ids put in front of "
+        "each prompt; use endpoint: completions, or a system prompt (workload.system_prompt) as the shared prefix"),
     "speculative engine args twice": (
         [TINY, "backends.1.engine_args={speculative_config: {method: ngram}}"],
         "backends[1].engine_args.speculative_config: duplicates backends[1].speculative; set it there"),

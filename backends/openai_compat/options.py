@@ -95,6 +95,10 @@ class OpenAIOptions(BackendOptions):
     def validate_workload(self, key: str, workload) -> None:
         if self.endpoint != "chat":
             return
+        if workload.prefix.prefix_tokens:
+            raise UserError(f"{key}.endpoint: chat sends the conversations' text, and workload.prefix is token ids "
+                            "put in front of each prompt; use endpoint: completions, or a system prompt "
+                            "(workload.system_prompt) as the shared prefix")
         if workload.prompts == "random":
             raise UserError(f"{key}.endpoint: chat sends a prompt file's messages, but workload.prompts is random "
                             "(token ids, which go to endpoint: completions); set workload.prompts to a prompt file")
