@@ -146,8 +146,13 @@ def test_bad_trace_exits_2_with_one_line(tmp_path, capsys, name):
      "workload.prefix: a trace says what its requests share (Mooncake hash_ids); remove workload.prefix or "
      "stream.arrival: trace"),
     ("arrival: trace, trace: nowhere.csv", "", "stream.trace: nowhere.csv: no such file"),
+    ("arrival: poisson", "workload: {prompts: random, prefix: {prefix_tokens: 2000}}\ninput_lengths: [40]\n"
+     "output_lengths: [16]\n", "workload.prefix.prefix_tokens: 2000 tokens in front of prompts of up to 40, with "
+     "output 16, make 2056 tokens, over tiny-llama's max_position_embeddings (2048)"),
+    ("arrival: poisson", "workload: {prompts: random, prefix: {num_prefixes: 0, prefix_tokens: 8}}\n"
+     "input_lengths: [40]\noutput_lengths: [16]\n", "workload.prefix.num_prefixes: must be a positive integer, got 0"),
 ])
-def test_bad_trace_config_exits_2_with_one_line(tmp_path, capsys, stream, extra, message):
+def test_bad_trace_or_prefix_config_exits_2_with_one_line(tmp_path, capsys, stream, extra, message):
     trace = str(write_small_trace(tmp_path))
     path = yaml_with(tmp_path, stream.replace("TRACE", trace), extra)
     assert main([str(path), "--dry-run"]) == 2

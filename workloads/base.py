@@ -128,12 +128,20 @@ class Workload(ABC):
             return self.trace.max_input_tokens
         return self.source_longest_input(point) + self.prefix.prefix_tokens
 
-    def check_fits(self, max_positions: int, label: str) -> None:
-        """Every traced request's prompt and answer must fit the model's positions; name the first that does not."""
+    def check_fits(self, max_positions: int, label: str, output_lengths: List[int]) -> None:
+        """Every traced request's prompt and answer, and the longest prompt with its prefix, must fit the model's
+        positions (the source checked its own prompts when it was built); name the first that does not."""
         for r in self.trace.requests if self.trace is not None else ():
             if r.input_tokens + r.output_tokens > max_positions:
                 raise UserError(f"stream.trace: {self.trace.path}: line {r.line}: {r.input_tokens} + "
                                 f"{r.output_tokens} tokens exceeds {label}'s max_position_embeddings ({max_positions})")
+        prefix, output = self.prefix.prefix_tokens, max(output_lengths)
+        if prefix and self.trace is None:
+            longest = self.longest_input(SweepPoint(max(self.input_lengths()), output, 1, self.name))
+            if longest + output > max_positions:
+                raise UserError(f"workload.prefix.prefix_tokens: {prefix} tokens in front of prompts of up to "
+                                f"{longest - prefix}, with output {output}, make {longest + output} tokens, over "
+                                f"{label}'s max_position_embeddings ({max_positions})")
 
     def manifest(self) -> Dict[str, Any]:
         """What a reader needs to know the prompts by, for manifest.json."""
