@@ -183,6 +183,28 @@ def test_chat_completions_send_the_conversation(server, model):
         client.close()
 
 
+def test_chat_conversations_carry_the_servers_answers(server, model):
+    """A multi-turn stream through /v1/chat/completions: each later turn is sent with the conversation so far, the
+    server's own answers as the assistant's messages; the server counts a longer prompt every turn."""
+    client = make_backend(model, base_url=server.base_url, endpoint="chat")
+    client.load()
+    try:
+        stream = conversation_stream(model, output_length=4, num_conversations=3, turn_gap_s=0.02)
+        timing = client.serve(stream)
+    finally:
+        client.close()
+    by_index = {r.index: r for r in timing.requests}
+    assert all(r.ok for r in timing.requests), [r.error for r in timing.requests]
+    for r in timing.requests:
+        if r.turn == 1:
+            continue
+        before = by_index[r.index - 1]
+        sent, previous = stream.chat_messages(r.index), stream.chat_messages(r.index - 1)
+        assert sent[:len(previous)] == previous and sent[-1] == stream.requests.messages[r.index][0]
+        assert sent[len(previous)][0] == "assistant"  # the server's answer, as it streamed it
+        assert r.input_tokens > before.input_tokens  # the server's count grows with the history
+
+
 def test_the_servers_own_metrics_are_scraped_while_a_stream_runs(server, model):
     assert server.runtime_info()["server_metrics"] == f"GET {server.base_url}/metrics every 0.5 s while a stream runs"
     client = make_backend(model, base_url=server.base_url, metrics_interval_s=0.02)
@@ -286,24 +308,3 @@ def test_close_ends_the_server_process_group(server):
     assert not group_members(pgid)
     server.close()  # idempotent: the fixture's teardown calls it again
 
-
-def test_chat_conversations_carry_the_servers_answers(server, model):
-    """A multi-turn stream through /v1/chat/completions: each later turn is sent with the conversation so far, the
-    server's own answers as the assistant's messages; the server counts a longer prompt every turn."""
-    client = make_backend(model, base_url=server.base_url, endpoint="chat")
-    client.load()
-    try:
-        stream = conversation_stream(model, output_length=4, num_conversations=3, turn_gap_s=0.02)
-        timing = client.serve(stream)
-    finally:
-        client.close()
-    by_index = {r.index: r for r in timing.requests}
-    assert all(r.ok for r in timing.requests), [r.error for r in timing.requests]
-    for r in timing.requests:
-        if r.turn == 1:
-            continue
-        before = by_index[r.index - 1]
-        sent, previous = stream.chat_messages(r.index), stream.chat_messages(r.index - 1)
-        assert sent[:len(previous)] == previous and sent[-1] == stream.requests.messages[r.index][0]
-        assert sent[len(previous)][0] == "assistant"  # the server's answer, as it streamed it
-        assert r.input_tokens > before.input_tokens  # the server's count grows with the history
