@@ -245,7 +245,9 @@ class VLLMBackend(Backend):
         if not start <= min(m.scheduled_ts for m in metrics) <= max(lasts) <= end:
             raise RuntimeError("vLLM's timestamps fall outside the host's window around generate(): clock mismatch")
         token_ids = tuple(tuple(o.outputs[0].token_ids) for o in outputs)
-        return BatchTiming(start, max(firsts), max(lasts), end, tuple(map(len, token_ids)), firsts, lasts, token_ids)
+        cached = tuple(o.num_cached_tokens for o in outputs)
+        return BatchTiming(start, max(firsts), max(lasts), end, tuple(map(len, token_ids)), firsts, lasts, token_ids,
+                           cached_tokens=cached if all(c is not None for c in cached) else None)
 
     def serve(self, stream: StreamSpec) -> StreamTiming:
         """Each request goes to the async engine at its scheduled time and is batched with whatever the engine is

@@ -87,3 +87,10 @@ def test_mixed_lengths_count_real_tokens_and_per_request_tpot():
 def test_a_one_token_request_has_no_tpot():
     s = BatchSample(0, 50.0, 20.0, 30.0, (8, 8), (1, 2), (20.0, 20.0), (20.0, 50.0))
     assert summarize([s])["request_tpot_ms_mean"] == pytest.approx(30.0)
+
+
+def test_prefix_cache_hit_rate_of_batches_is_cached_over_prompt_tokens():
+    cached = [BatchSample(i, 100.0, 20.0, 10.0, (40, 40), (4, 4), cached_tokens=(32, 16)) for i in range(2)]
+    assert summarize(cached)["prefix_cache_hit_rate"] == pytest.approx(96 / 160)
+    unknown = cached[:1] + [BatchSample(1, 100.0, 20.0, 10.0, (40, 40), (4, 4))]  # an engine that does not say
+    assert "prefix_cache_hit_rate" not in summarize(unknown)

@@ -25,9 +25,9 @@ TIME_SCALE = 0.5
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run_sweep(folder, body: str):
+def run_sweep(folder, body: str, scenario: str = "stream"):
     (folder / "sweep.yaml").write_text("model: {preset: tiny-llama, weights: random, dtype: fp32}\n"
-                                       "scenario: stream\n" + body)
+                                       f"scenario: {scenario}\n" + body)
     env = {**os.environ, MARKER: uuid.uuid4().hex}
     proc = run_benchmark(folder / "sweep.yaml", "--output-dir", folder / "out", env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -180,3 +180,27 @@ def test_every_turn_carries_its_history_and_the_answers(conversed):
 def test_ttft_vs_context_chart(conversed):
     results = rows(conversed / "results.csv")
     assert (conversed / "plots" / f"stream_turns_in{results[0]['input_length']}_out8.png").exists()
+
+
+@pytest.fixture(scope="module")
+def prefixed_batches(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("prefix-batches")
+    return run_sweep(folder, f"""benchmark_name: prefix-batches-e2e
+backends: [{{{VLLM}, label: vllm-cache, enable_prefix_caching: true}}]
+workload: {{prompts: random, prefix: {{num_prefixes: 2, prefix_tokens: {PREFIX_TOKENS}}}}}
+input_lengths: [{OWN_TOKENS}]
+output_lengths: [4]
+batch_sizes: [4]
+num_batches: 2
+num_warmup_batches: 1
+""", scenario="batch")
+
+
+def test_batch_points_report_the_hit_rate_too(prefixed_batches):
+    """The warm-up batch caches both prefixes (sequence k gets prefix k mod 2); every timed sequence then reads their
+    full blocks from the cache."""
+    (row,) = rows(prefixed_batches / "results.csv")
+    assert (row["scenario"], row["status"]) == ("batch", "ok")
+    block = json.loads((prefixed_batches / "manifest.json").read_text())["backends"][0]["runtime"]["block_size"]
+    expected = PREFIX_TOKENS // block * block / (PREFIX_TOKENS + OWN_TOKENS)
+    assert float(row["prefix_cache_hit_rate"]) == pytest.approx(expected)

@@ -46,6 +46,9 @@ def summarize(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
     out.update(request_metrics(samples))
     out.update(spec_figures([s.spec for s in samples if s.spec is not None]))
     out.update(energy_figures(samples))
+    if samples and all(s.cached_tokens is not None for s in samples):  # docs/measurement.md, "Shared prefixes"
+        prompt = sum(sum(s.input_tokens) for s in samples)
+        out["prefix_cache_hit_rate"] = sum(sum(s.cached_tokens) for s in samples) / prompt if prompt else None
     return out
 
 

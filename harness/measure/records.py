@@ -46,6 +46,7 @@ class BatchSample:
     request_latencies_ms: Optional[Tuple[float, ...]] = None
     spec: Optional[SpecCounts] = None  # an entry that speculates
     energy_j: Optional[float] = None  # the entry's GPUs over the batch (harness/measure/energy.py), where NVML has it
+    cached_tokens: Optional[Tuple[int, ...]] = None  # per sequence, served from the prefix cache, where the engine says
 
     @property
     def min_output_tokens(self) -> int:

@@ -36,7 +36,8 @@ CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "n
 # A batch point has a batch_size; a stream point a request_rate (inf: burst) and max_concurrency (blank: no cap).
 POINT_COLUMNS = ["scenario", "workload", "batch_size", "input_length", "output_length", "request_rate",
                  "max_concurrency"]
-TOKEN_COLUMNS = ["input_tokens_mean", "input_tokens_max", "output_tokens_mean", "output_tokens_source"]
+TOKEN_COLUMNS = ["input_tokens_mean", "input_tokens_max", "output_tokens_mean", "output_tokens_source",
+                 "prefix_cache_hit_rate"]
 # Figures only some engines report (blank elsewhere): vLLM's KV cache capacity and size; how a stream is batched.
 ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes", "batching", "prefix_caching"]
 # Stream points only (docs/measurement.md, "Request streams"); ttft_ms_* and tpot_ms_* are shared with batch
@@ -46,7 +47,7 @@ STREAM_COLUMNS = (
      "num_conversations"]
     + [f"{m}_{s}" for m in ("itl_ms", "e2e_ms") for s in STATS]
     + ["slo_ttft_ms", "slo_tpot_ms", "slo_percentile", "slo_attainment", "goodput", "max_concurrency_reached",
-       "send_slip_ms_p50", "send_slip_ms_p99", "queue_ms_mean", "prefix_cache_hit_rate"]
+       "send_slip_ms_p50", "send_slip_ms_p99", "queue_ms_mean"]
 )
 # request_rates: auto and batch_sizes: auto: each probe is a row of its own marked "probe"; the search's own row,
 # "result", holds its answer and the probes in order; max_batch is "true" on the row of the largest batch that ran.

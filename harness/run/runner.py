@@ -333,4 +333,4 @@ def _judged(r: RequestTiming, budget: int, forced: bool) -> RequestTiming:
 def to_sample(index: int, timing: BatchTiming, batch: BatchSpec, energy_j: Optional[float] = None) -> BatchSample:
     return BatchSample(index, timing.latency_ms, timing.ttft_ms, timing.tpot_ms, batch.input_tokens,
                        timing.output_tokens, timing.request_ttfts_ms(), timing.request_latencies_ms(), timing.spec,
-                       energy_j)
+                       energy_j, timing.cached_tokens)

@@ -98,6 +98,7 @@ class BatchTiming:
     `request_first_token_s`, `request_last_token_s`: per-sequence stamps, where the engine gives them.
     `token_ids`: the generated ids per sequence, for cross-checking engines (not timed, not written per batch).
     `spec`: the speculative-decoding counters of the batch, from an entry that speculates.
+    `cached_tokens`: per sequence, prompt tokens the engine served from its prefix cache, where it says.
     """
 
     start_s: float
@@ -109,6 +110,7 @@ class BatchTiming:
     request_last_token_s: Optional[Tuple[float, ...]] = None
     token_ids: Optional[Tuple[Tuple[int, ...], ...]] = field(default=None, repr=False)
     spec: Optional[SpecCounts] = None
+    cached_tokens: Optional[Tuple[int, ...]] = None
 
     @property
     def latency_ms(self) -> float:
