@@ -20,23 +20,15 @@ from harness.config.stream import StreamConfig, replay_trace
 from harness.config.sweep import SweepConfig
 from harness.config.traces import MOONCAKE_BLOCK_TOKENS, Trace
 from harness.errors import UserError
-from harness.fields import is_int, opt
+from harness.fields import opt
 from harness.model.spec import ModelSpec
 from harness.plan.points import SweepPoint
 from harness.scenarios.arrivals import arrival_times
 from harness.scenarios.batch import BatchSpec, Sampling
 from harness.scenarios.stream import StreamSpec
+from workloads.prefixes import PREFIX_KEY, PrefixOptions, make_prefixes, validate_prefix
 
 PHASES = {"warmup": 0, "timed": 1}
-
-
-@dataclass
-class PrefixOptions:
-    """Shared prefixes: `num_prefixes` different runs of `prefix_tokens` tokens, one in front of every prompt (request
-    or sequence k gets prefix k mod num_prefixes), as a system prompt or few-shot header every request repeats."""
-
-    num_prefixes: int = opt(1, help="How many different prefixes the requests share between them.")
-    prefix_tokens: int = opt(0, help="Tokens per prefix, put in front of each prompt (0: no prefix).")
 
 
 @dataclass
@@ -51,20 +43,14 @@ class WorkloadOptions:
 
     def resolve_paths(self, config_dir: Path) -> None:
         """Make file paths usable from the working directory; called once by load_config."""
+        self.prefix.resolve_paths(config_dir)
 
     def validate(self, config: SweepConfig) -> None:
         """Cross-field checks against the rest of the sweep; raise UserError naming the key. Loads nothing."""
 
     def validate_shared(self, config: SweepConfig) -> None:
         """The checks of the options every workload has (load_config calls both)."""
-        p = self.prefix
-        if not is_int(p.prefix_tokens) or p.prefix_tokens < 0:
-            raise UserError(f"workload.prefix.prefix_tokens: must be an integer of 0 or more, got {p.prefix_tokens!r}")
-        if not is_int(p.num_prefixes) or p.num_prefixes < 1:
-            raise UserError(f"workload.prefix.num_prefixes: must be a positive integer, got {p.num_prefixes!r}")
-        if p.prefix_tokens and config.scenario == "stream" and config.stream.arrival == "trace":
-            raise UserError("workload.prefix: a trace says what its requests share (Mooncake hash_ids); remove "
-                            "workload.prefix or stream.arrival: trace")
+        validate_prefix(self.prefix, config.scenario == "stream" and config.stream.arrival == "trace")
 
 
 class Workload(ABC):
@@ -76,6 +62,7 @@ class Workload(ABC):
         self.sampling = Sampling(s.temperature, s.top_p, s.top_k)
         self.sampling_seed = s.seed
         self.prefix = options.prefix
+        self.prefixes: List[List[int]] = []  # made by `make_prefixes` once the workload is built
         replaying = config.scenario == "stream" and config.stream.arrival == "trace"
         self.trace: Optional[Trace] = replay_trace(config.stream) if replaying else None
         self.time_scale = config.stream.time_scale
@@ -127,6 +114,10 @@ class Workload(ABC):
         if self.trace is not None:
             return self.trace.max_input_tokens
         return self.source_longest_input(point) + self.prefix.prefix_tokens
+
+    def make_prefixes(self, model: ModelSpec) -> None:
+        """The shared prefixes' ids, made once (workloads/registry.py's build_workload calls it)."""
+        self.prefixes = make_prefixes(self.prefix, self.filler, model)
 
     def check_fits(self, max_positions: int, label: str, output_lengths: List[int]) -> None:
         """Every traced request's prompt and answer, and the longest prompt with its prefix, must fit the model's
@@ -182,11 +173,11 @@ class Workload(ABC):
     def prefixed(self, prompts: List[List[int]], first: int = 0) -> List[List[int]]:
         """`prompts` with the shared prefixes in front: prompt j gets prefix (first + j) mod num_prefixes. The same
         prefixes in warm-up and timed requests: a shared system prompt is warm in a serving engine's cache."""
-        p = self.prefix
-        if not p.prefix_tokens:
+        if not self.prefix.prefix_tokens:
             return prompts
-        heads = [self.filler((PREFIX_KEY, k), p.prefix_tokens) for k in range(p.num_prefixes)]
-        return [heads[(first + j) % p.num_prefixes] + list(prompt) for j, prompt in enumerate(prompts)]
+        heads = self.prefixes
+        assert heads, "workloads/registry.py's build_workload makes the prefixes"
+        return [heads[(first + j) % len(heads)] + list(prompt) for j, prompt in enumerate(prompts)]
 
     def stream_prompts(self, point: SweepPoint, phase: str, count: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
         """A stream's prompts and budgets in arrival order: by default one batch of `count` (seeded as batches are)."""
@@ -234,8 +225,8 @@ class Workload(ABC):
         return ids[:request.input_tokens]
 
 
-# What `filler` keys start with: a shared prefix, a trace's block, a trace's request without blocks.
-PREFIX_KEY, BLOCK_KEY, REQUEST_KEY = 0, 1, 2
+# What `filler` keys start with: a trace's block, a trace's request without blocks (a shared prefix's: PREFIX_KEY).
+BLOCK_KEY, REQUEST_KEY = PREFIX_KEY + 1, PREFIX_KEY + 2
 
 
 def batch_seeds(seed: int, point: SweepPoint, phase: str, index: int) -> Tuple[int, ...]:

@@ -49,6 +49,7 @@ class PromptsOptions(TurnOptions, WorkloadOptions):
     num_prompts: Optional[int] = opt(None, help="Use the first N prompts after a seeded shuffle; null: all.")
 
     def resolve_paths(self, config_dir: Path) -> None:
+        super().resolve_paths(config_dir)
         beside_yaml = config_dir / self.prompts
         if not Path(self.prompts).is_absolute() and beside_yaml.exists():
             self.prompts = os.path.relpath(beside_yaml)

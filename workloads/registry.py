@@ -26,5 +26,6 @@ WORKLOADS = Registry("workload", {
 def build_workload(config, model):
     """The sweep's workload, built from its resolved options (files read, prompts tokenized)."""
     workload = WORKLOADS.class_of(config.workload, "workload").build(config.workload, config, model)
+    workload.make_prefixes(model)
     workload.check_fits(model.max_positions, model.label, config.output_lengths)
     return workload
