@@ -25,6 +25,7 @@ from harness.errors import UserError
 from harness.measure.annotations import PointAnnotations
 from harness.measure.crosscheck import TokenCrossCheck
 from harness.measure.explain import PointExplainer
+from harness.measure.quality import QualityCheck
 from harness.measure.manifest import build_manifest, hardware_label, now_iso, reproduce_command
 from harness.measure.metrics import point_figures
 from harness.measure.records import PointResult, RunContext, point_key
@@ -189,9 +190,12 @@ def model_annotations(groups: List[Tuple[ModelSpec, List[EntryPlan]]], manifest:
         explainer, peaks = point_explainer(group, config, model, out, done, gpus)
         if peaks:
             facts["hardware_peaks"] = peaks
-        annotations[model.label] = PointAnnotations(crosscheck, comparison, explainer)
+        quality = QualityCheck(group)
+        annotations[model.label] = PointAnnotations(crosscheck, comparison, explainer, quality)
         facts["workload"] = workload.manifest()
         facts["token_crosscheck"] = crosscheck.describe()
+        if quality.active:
+            facts["quantization_price"] = quality.describe()
     return annotations
 
 

@@ -13,7 +13,7 @@ from harness.model.hardware import cuda_device_count
 from harness.model.memory import MemoryEstimate, estimate_point
 from harness.model.spec import ModelSpec
 from harness.plan.points import SweepPoint, SweepShape
-from harness.scenarios.batch import BatchSpec, BatchTiming
+from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe
 from harness.scenarios.stream import StreamSpec, StreamTiming
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -37,6 +37,8 @@ class BackendOptions:
         None, help="Speculative decoding settings (method, num_speculative_tokens, ...), compared with the same "
         "engine's entry without them; a list of settings (null: none) makes one entry each (docs/measurement.md)."
     )
+    quantization: str = opt("none", help="Weights as this entry loads them (none | int8 | int4 | fp8): set from "
+                            "model.quantization, one entry per value.")
 
     @property
     def entry_label(self) -> str:
@@ -74,6 +76,8 @@ class Backend(ABC):
     scenarios: ClassVar[Tuple[str, ...]] = ("batch",)
     # The `speculative.method`s the engine runs (harness/config/speculative.py).
     speculative_methods: ClassVar[Tuple[str, ...]] = ()
+    # `model.quantization` values the engine maps to an implementation of its own (none: every engine).
+    quantizations: ClassVar[Tuple[str, ...]] = ("none",)
 
     # Launched as `placement.tp_size` ranks (torchrun) instead of one worker process.
     distributed: ClassVar[bool] = False
@@ -119,6 +123,9 @@ class Backend(ABC):
         if spec is not None and spec.method not in cls.speculative_methods:
             runs = f"it runs {', '.join(cls.speculative_methods)}" if cls.speculative_methods else "it has none"
             return f"{options.name} does not run speculative method {spec.method} ({runs})"
+        if options.quantization not in cls.quantizations:
+            runs = f"it runs {', '.join(cls.quantizations[1:])}" if len(cls.quantizations) > 1 else "it has none here"
+            return f"quantization {options.quantization}: {options.name} has no mapping in the harness ({runs})"
         return None
 
     @classmethod
@@ -166,6 +173,12 @@ class Backend(ABC):
     def engine_stats(self) -> Dict[str, object]:
         """The engine's own figures for results.csv, keyed by column (see writers.ENGINE_COLUMNS)."""
         return {}
+
+    def probe_logits(self, batch: BatchSpec) -> Optional[LogitsProbe]:
+        """An untimed forward over the batch's first prompts (harness/scenarios/batch.py: `probed`), to hold a quantized
+        entry's model against the unquantized one (docs/measurement.md, "Quantization"); None where the engine has no
+        bare forward to run."""
+        return None
 
     def runtime_info(self) -> Dict[str, object]:
         """What the loaded engine decided (threads, device map, ...), for the manifest."""

@@ -18,6 +18,7 @@ from backends.hf_batching import (
     tokens_produced,
     validate_batching,
 )
+from backends import hf_quantization
 from backends.hf_continuous import ContinuousBatcher
 from harness.errors import UserError
 from harness.fields import opt
@@ -27,7 +28,7 @@ from harness.model.drafts import draft_model
 from harness.model.memory import MemoryEstimate, estimate_point
 from harness.model.spec import ModelSpec, architecture
 from harness.plan.points import SweepPoint
-from harness.scenarios.batch import BatchSpec, BatchTiming
+from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe, probed
 from harness.scenarios.static_batching import serve_static
 from harness.scenarios.stream import StreamSpec, StreamTiming
 
@@ -112,15 +113,15 @@ class HFBackend(Backend):
     harness_random_weights = True
     scenarios = ("batch", "stream")
     speculative_methods = ("ngram", "prompt_lookup", "draft")
+    quantizations = ("none", "int8", "int4", "fp8")  # torchao's (backends/hf_quantization.py)
 
     def __init_subclass__(cls, **kwargs):
         """Engines built on this one (accelerate, deepspeed) inherit `run`, not the stream options or speculation:
         they run batches only, without speculation, unless they say otherwise."""
         super().__init_subclass__(**kwargs)
-        if "scenarios" not in cls.__dict__:
-            cls.scenarios = ("batch",)
-        if "speculative_methods" not in cls.__dict__:
-            cls.speculative_methods = ()
+        for name, default in (("scenarios", ("batch",)), ("speculative_methods", ()), ("quantizations", ("none",))):
+            if name not in cls.__dict__:
+                setattr(cls, name, default)
 
     @classmethod
     def unsupported(cls, options: HFOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
@@ -180,6 +181,7 @@ class HFBackend(Backend):
             weights.materialize(model, device, init_range=weights.init_range_of(self.model.hf_config))
         else:
             model = AutoModelForCausalLM.from_pretrained(self.model.source, device_map=device, **kwargs)
+        self.quantized = hf_quantization.quantize(model, self.options.quantization, device)
         self._ready(model.eval().requires_grad_(False), device_sync(device))
         spec = self.options.speculative
         self.assisted = AssistedGeneration(spec, self.net, self.model, device, kwargs) if spec is not None else None
@@ -244,7 +246,14 @@ class HFBackend(Backend):
         streaming = self.shape.scenario == "stream" and "stream" in self.scenarios
         # Neither batching reuses a prompt's KV cache: static batches prefill every prompt, and the continuous manager
         # runs without block sharing (hf_continuous.py).
-        return {"batching": self.options.batching, "prefix_caching": False} if streaming else {}
+        batching = dict(batching=self.options.batching, prefix_caching=False) if streaming else {}
+        return {"weight_bytes": hf_quantization.weight_bytes(self.net), **batching}
+
+    def probe_logits(self, batch: BatchSpec) -> LogitsProbe:
+        if self._continuous is not None:  # as in _generate: the manager may have switched the model's attention
+            self._continuous.stop()
+        head = probed(batch)
+        return hf_quantization.probe_logits(self.net, *self._inputs(head), head.input_tokens)
 
     def runtime_info(self) -> dict:
         import torch
@@ -255,6 +264,7 @@ class HFBackend(Backend):
                 "kv_cache_dtype": self.model.dtype, "architecture": self.built_architecture()}
         if self.assisted is not None:
             info["speculative"] = self.assisted.describe()
+        info["quantization"] = getattr(self, "quantized", "none")  # subclasses load unquantized
         if self.shape.scenario == "stream" and "stream" in self.scenarios:
             info.update(batching_info(self.options, self.shape))
         return info

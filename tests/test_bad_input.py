@@ -19,9 +19,9 @@ PRESETS = ", ".join(preset_names())
 CASES = {
     "unknown top key": ([TINY, "colour=red"], f"colour: unknown key (allowed: {TOP_KEYS})"),
     "unknown model key": ([TINY, "model.size=7b"],
-                          "model.size: unknown key (allowed: label, preset, name_or_path, weights, dtype, overrides, tokenizer)"),
+                          "model.size: unknown key (allowed: label, preset, name_or_path, weights, dtype, overrides, tokenizer, quantization)"),
     "unknown backend option": ([TINY, "backends.0.colour=red"], "backends[0].colour: unknown key (allowed: name, "
-                               "label, speculative, device, attn_implementation, cache_implementation, compile, batching, max_batch_size, "
+                               "label, speculative, quantization, device, attn_implementation, cache_implementation, compile, batching, max_batch_size, "
                                "max_wait_ms)"),
     "wrong type in list": ([TINY, "batch_sizes=[1,x]"], "batch_sizes[1]: expected an integer, got 'x'"),
     "wrong type scalar": ([TINY, "seed=two"], "seed: expected an integer, got 'two'"),

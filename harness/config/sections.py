@@ -11,6 +11,8 @@ from harness.fields import opt
 
 DTYPES = ("bf16", "fp16", "fp32")
 WEIGHTS = ("random", "pretrained")
+# Weight quantization (docs/measurement.md, "Quantization"): int8 and int4 weight-only, fp8 weights.
+QUANTIZATIONS = ("none", "int8", "int4", "fp8")
 
 
 @dataclass
@@ -30,6 +32,10 @@ class ModelConfig:
         None, help="Tokenizer folder or hub id for a prompt file; default: name_or_path, or the preset's own "
         "tokenizer where it ships one (tiny-llama)."
     )
+    # Any: one value or a list; the entries' expansion (harness/config/quantization.py) checks it.
+    quantization: Any = opt("none", help="Weights as loaded: none | int8 | int4 (weight-only) | fp8; a list makes "
+                            "one entry per value of every backend entry, each quantized row carrying its accuracy "
+                            "price against the unquantized entry.")
 
 
 @dataclass

@@ -26,6 +26,7 @@ from harness.config.sections import (
     validate_model,
     validate_sampling,
 )
+from harness.config.quantization import expand_quantization, quantizations
 from harness.config.stream import StreamConfig, replay_trace, validate_stream
 from harness.errors import UserError
 from harness.fields import is_int, opt
@@ -111,7 +112,8 @@ def load_config(path: str | Path, overrides: List[str], backends: "Registry", wo
         raise UserError("models: give `model` (one) or `models` (a list to compare), not both")
     config = to_dataclass(SweepConfig, raw)
     entries = []
-    for key, spec_key, entry in expand_entries(config.backends):
+    expanded = expand_quantization(expand_entries(config.backends), quantizations(model_sections(config)))
+    for key, spec_key, entry in expanded:
         options = backends.options(entry, key)
         options.yaml_keys = {"entry": key, "speculative": spec_key}  # see entry_key
         entries.append(options)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from harness.plan.points import SweepPoint
-from harness.scenarios.batch import SpecCounts
+from harness.scenarios.batch import LogitsProbe, SpecCounts
 from harness.scenarios.stream import StreamTiming
 
 STATUSES = ("ok", "oom", "skipped", "error")
@@ -100,6 +100,10 @@ class PointResult:
     speedup_vs_baseline: Optional[float] = None  # the baseline's TPOT at this point / this entry's
     explained: Dict[str, Optional[float]] = field(default_factory=dict)  # roofline.ROOFLINE_COLUMNS
     converged: Optional[bool] = None  # num_batches: auto: the mean latency within stop.target_ci_pct
+    quantization: str = "none"  # the entry's weights as loaded (model.quantization)
+    probe: Optional[LogitsProbe] = field(default=None, repr=False)  # its model on the point's first inputs
+    logits_rel_error: Optional[float] = None  # vs the unquantized entry, same inputs (quality.py)
+    top1_agreement: Optional[float] = None
     phase_s: Dict[str, float] = field(default_factory=dict, repr=False)  # warmup_s, timed_s: the time budget
 
     def __post_init__(self):

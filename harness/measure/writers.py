@@ -62,6 +62,9 @@ SERVER_COLUMNS = ["server_requests_running_max", "server_requests_waiting_max", 
 # Share of greedy tokens identical to the reference's at the same point: a speculative entry's spec_baseline, any
 # other entry the sweep's first entry without speculation (same weights only; harness/measure/crosscheck.py).
 CROSSCHECK_COLUMNS = ["tokens_identical_share"]
+# Weights as loaded, and what quantizing them cost against the same engine's unquantized entry on the same inputs
+# (harness/measure/quality.py); weight_bytes where the engine counts them.
+QUALITY_COLUMNS = ["quantization", "weight_bytes", "logits_rel_error", "top1_agreement"]
 RESULT_COLUMNS = (
     CONTEXT_COLUMNS + POINT_COLUMNS + ["num_batches", "num_warmup_batches", "status", "error"]
     + [f"{m}_{s}" for m in ("latency_ms", "ttft_ms", "tpot_ms") for s in STATS]
@@ -71,6 +74,7 @@ RESULT_COLUMNS = (
     + [f"{m}_{s}" for m in REQUEST_METRICS for s in REQUEST_STATS]
     + ["peak_memory_bytes", "memory_before_load_bytes", "estimated_memory_bytes", "load_time_s"]
     + STREAM_COLUMNS + SEARCH_COLUMNS + ENGINE_COLUMNS + SERVER_COLUMNS + SPEC_COLUMNS + CROSSCHECK_COLUMNS
+    + QUALITY_COLUMNS
     # What the numbers mean (docs/measurement.md): the entry's peaks, MBU, MFU, the roofline, the price per token,
     # and the energy NVML measured on the entry's GPUs.
     + ROOFLINE_COLUMNS + ["energy_j_per_output_token", "avg_power_w"]
@@ -98,7 +102,8 @@ def result_row(result: PointResult, figures: Optional[Dict[str, Optional[float]]
                tokens_identical_share=result.tokens_identical_share, spec_method=result.spec_method,
                spec_tokens=result.spec_tokens, spec_baseline=result.spec_baseline,
                speedup_vs_baseline=result.speedup_vs_baseline, search=result.search,
-               search_probes=result.search_probes)
+               search_probes=result.search_probes, quantization=result.quantization,
+               logits_rel_error=result.logits_rel_error, top1_agreement=result.top1_agreement)
     if result.point.scenario == "batch":
         row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches,
                    max_batch_size_found=result.max_batch_size_found,
@@ -111,7 +116,7 @@ def result_row(result: PointResult, figures: Optional[Dict[str, Optional[float]]
             sources = sorted({r.output_tokens_source for r in result.stream.requests if r.ok})
             row["output_tokens_source"] = "+".join(sources) or None
             row["server_metrics_file"] = server_series_file(result)
-    row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_COLUMNS})
+    row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_COLUMNS or k == "weight_bytes"})
     row.update(point_figures(result) if figures is None else figures)
     row.update(result.explained)
     return row

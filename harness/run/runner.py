@@ -66,6 +66,10 @@ class EntryRunner:
         self.load_error: Optional[Tuple[str, str]] = None  # (status, message) for every point
         self.engine_stats: Dict[str, object] = {}
         self.first_token_ids = None  # of the point's first timed batch, for cross-checking engines
+        self.first_inputs: Optional[BatchSpec] = None  # its prompts, or the timed stream's: what a probe looks at
+        # A sweep that quantizes holds each quantized entry against the unquantized one (harness/measure/quality.py):
+        # then every entry probes its model on each point's first inputs, untimed.
+        self.probing = any(o.quantization != "none" for o in config.backends)
         self.energy_meter: Optional[EnergyMeter] = None  # the entry's GPUs' energy counters, where NVML has them
         self.memory_before_load_bytes: Optional[int] = None  # what peak_memory's counter held before the engine
         self.phase_s: Dict[str, float] = {}  # the point in flight: warmup_s, timed_s (the manifest's time budget)
@@ -180,7 +184,7 @@ class EntryRunner:
     def _measure(self, pp: PlannedPoint, announce: bool = True) -> PointResult:
         if announce:  # the parent tracks planned points; a search's probes are not planned
             self.events.started(pp.point)
-        self.first_token_ids = None
+        self.first_token_ids = self.first_inputs = None
         self.phase_s = {}
         self.backend.peak_memory.reset()
         try:
@@ -200,6 +204,8 @@ class EntryRunner:
         result.engine_stats = self.engine_stats
         result.phase_s = dict(self.phase_s)  # an OOM's count up to where it stopped
         result.token_ids = self.first_token_ids if result.status == "ok" else None
+        if self.probing and result.status == "ok" and self.first_inputs is not None:
+            result.probe = self.backend.probe_logits(self.first_inputs)  # after the peak was read: untimed, unmetered
         return result
 
     def _time_point(self, point: SweepPoint) -> List[BatchSample]:
@@ -220,7 +226,7 @@ class EntryRunner:
             check_output(timing, batch)
             samples.append(to_sample(i, timing, batch, energy_j))
             if i == 0:
-                self.first_token_ids = timing.token_ids
+                self.first_token_ids, self.first_inputs = timing.token_ids, batch
             if stop and len(samples) >= stop.min_batches and self._converged(samples):
                 break
         self.phase_s["timed_s"] = time.perf_counter() - start
@@ -251,6 +257,7 @@ class EntryRunner:
         self.phase_s["timed_s"] = time.perf_counter() - start
         ids = tuple(r.token_ids for r in timing.requests)
         self.first_token_ids = ids if all(i is not None for i in ids) else None
+        self.first_inputs = timed.requests
         return timing
 
     def _oom_skip_reason(self, point: SweepPoint) -> Optional[str]:
@@ -278,6 +285,7 @@ class EntryRunner:
             load_time_s=self.load_time_s,
             estimated_memory_bytes=pp.estimate.total_bytes, memory_before_load_bytes=self.memory_before_load_bytes,
             spec_method=spec.method if spec else "", spec_tokens=spec.num_speculative_tokens if spec else None,
+            quantization=self.plan.options.quantization,
         )
 
 

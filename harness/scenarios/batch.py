@@ -9,8 +9,9 @@ and the same for every backend.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,28 @@ class SpecCounts:
     def __sub__(self, other: "SpecCounts") -> "SpecCounts":
         return SpecCounts(self.draft_steps - other.draft_steps, self.proposed - other.proposed,
                           self.accepted - other.accepted)
+
+
+@dataclass(frozen=True)
+class LogitsProbe:
+    """What a model computes for a batch's prompts, to hold one entry's model against another's on the same inputs
+    (docs/measurement.md, "Quantization"): per sequence, the last prompt position's logits (`last_logits`, one row of
+    vocab_size floats each) and the argmax at every prompt position (`top1`)."""
+
+    last_logits: Any  # numpy float32 array, sequences x vocab_size
+    top1: Tuple[Tuple[int, ...], ...]
+
+
+# A probe looks at this many sequences of a batch: enough positions to count agreement, and last-position logits of
+# a few vocab-sized rows, which travel from the worker to the parent.
+PROBE_SEQUENCES = 8
+
+
+def probed(batch: "BatchSpec") -> "BatchSpec":
+    """The batch cut to the sequences a probe looks at."""
+    n = PROBE_SEQUENCES
+    return dataclasses.replace(batch, prompts=list(batch.prompts[:n]), max_tokens=tuple(batch.max_tokens[:n]),
+                               seeds=tuple(batch.seeds[:n]), messages=tuple(batch.messages[:n]))
 
 
 @dataclass(frozen=True)
