@@ -126,6 +126,9 @@ class EntryPlan:
     workload: object
     model: ModelSpec
     unavailable: Optional[str] = None  # what this machine lacks to run the entry at all
+    # A sweep that quantizes holds each quantized entry against the unquantized one (harness/measure/quality.py): then
+    # every entry probes its model on each point's first inputs, untimed.
+    probe_logits: bool = False
 
     @property
     def shape(self) -> SweepShape:

@@ -53,6 +53,9 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, worklo
                                            placement.device, config)
             points.append(PlannedPoint(p, estimate, reason or over_memory, over_memory is not None, search))
         plans.append(EntryPlan(options, cls, placement, budget, points, workload, model, missing))
+    quantizing = any(plan.options.quantization != "none" for plan in plans)
+    for plan in plans:
+        plan.probe_logits = quantizing
     # Entries without speculation, then unquantized ones, first: they are the baselines speculative and quantized
     # entries are compared with as their points finish (speed-up, tokens, logits).
     return sorted(plans, key=lambda plan: (plan.options.speculative is not None, plan.options.quantization != "none"))

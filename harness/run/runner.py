@@ -67,9 +67,7 @@ class EntryRunner:
         self.engine_stats: Dict[str, object] = {}
         self.first_token_ids = None  # of the point's first timed batch, for cross-checking engines
         self.first_inputs: Optional[BatchSpec] = None  # its prompts, or the timed stream's: what a probe looks at
-        # A sweep that quantizes holds each quantized entry against the unquantized one (harness/measure/quality.py):
-        # then every entry probes its model on each point's first inputs, untimed.
-        self.probing = any(o.quantization != "none" for o in config.backends)
+        self.probing = plan.probe_logits
         self.energy_meter: Optional[EnergyMeter] = None  # the entry's GPUs' energy counters, where NVML has them
         self.memory_before_load_bytes: Optional[int] = None  # what peak_memory's counter held before the engine
         self.phase_s: Dict[str, float] = {}  # the point in flight: warmup_s, timed_s (the manifest's time budget)
