@@ -27,6 +27,7 @@ from harness.model.hardware import Machine, planning_for
 from harness.model.spec import ModelSpec, resolve_models
 from harness.plan.capacity import plan_capacity
 from harness.plan.sweep import plan_sweep
+from harness.run.worker import quiet_import_noise
 from workloads.base import Workload
 from workloads.registry import WORKLOADS, build_workload
 
@@ -84,6 +85,7 @@ def _check_modes(args: argparse.Namespace) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    quiet_import_noise()
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parse_args(argv)

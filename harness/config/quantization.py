@@ -14,6 +14,8 @@ from harness.errors import UserError, known_names
 def quantizations(sections: Sequence[Tuple[str, Any]]) -> List[str]:
     """The values every model section asks for, checked; ["none"] by default."""
     lists = [(key, _values(section.quantization, f"{key}.quantization")) for key, section in sections]
+    if not lists:
+        return ["none"]  # `models: []`: validation names that
     first_key, first = lists[0]
     for key, values in lists[1:]:
         if values != first:

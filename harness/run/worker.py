@@ -7,6 +7,7 @@ other ranks run the same batches (same seeded inputs) so collective ops line up.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import signal
@@ -97,7 +98,19 @@ def inject_fault(label: str, rank: int, when) -> None:
         time.sleep(SLOW_FAULT_S)
 
 
+# torchao (which transformers imports wherever it is installed) logs at import that its CUDA-only extensions did not
+# load, and torch warns about the pytree constants it registers: noise on every process's stderr, a one-line error's
+# included. Nothing here uses those extensions.
+NOISY_LOGGERS = ("torchao", "torch.utils._pytree")
+
+
+def quiet_import_noise() -> None:
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def main(job_path: str, socket_path: str) -> int:
+    quiet_import_noise()
     die_with_parent()
     rank = int(os.environ.get("RANK", "0"))
     # Connect before unpickling the job: that imports the engine's module (transformers, vLLM), seconds the
