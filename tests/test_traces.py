@@ -100,6 +100,8 @@ def bad_traces(tmp_path):
                          "line 3: out of time order (earlier than the line before)"),
         "zero length": ("t.csv", "Timestamp,Request tokens,Response tokens\n0,5,5\n1,5,0\n",
                         "line 3: output length must be a positive integer, got '0'"),
+        "length not a number": ("t.csv", "Timestamp,Request tokens,Response tokens\n0,many,5\n",
+                                "line 2: input length 'many' is not a number"),
         "negative length": ("t.jsonl", '{"timestamp": 0, "input_length": -4, "output_length": 3}\n',
                             "line 1: input length must be a positive integer, got -4"),
         "missing column": ("t.csv", "TIMESTAMP,ContextTokens\n2024-01-01 00:00:00,5\n",

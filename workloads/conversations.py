@@ -91,7 +91,7 @@ def conversation_stream(conversations, point: SweepPoint, stream: StreamConfig, 
     conversation, turn, follows, gap_s = [], [], [], []
     for c, item in enumerate(conversations):
         budget = min(point.output_length, item.max_tokens or point.output_length)
-        own = [(item.token_ids, item.messages)] + [((ids), (("user", text),))
+        own = [(item.token_ids, item.messages)] + [(ids, (("user", text),))
                                                    for ids, text in zip(item.later_ids, item.later_texts)]
         for k, (ids, message) in enumerate(own):
             follows.append(None if k == 0 else len(prompts) - 1)

@@ -163,10 +163,7 @@ def _checked(rows, where: str) -> Tuple[TraceRequest, ...]:
 
 
 def _length(value, what: str, where: str, line: int) -> int:
-    try:
-        n = float(value)
-    except (TypeError, ValueError):
-        raise UserError(f"{where}: line {line}: {what} length {value!r} is not a number") from None
+    n = _number(value, f"{what} length", where, line)
     if n != int(n) or n < 1:
         raise UserError(f"{where}: line {line}: {what} length must be a positive integer, got {value!r}")
     return int(n)
