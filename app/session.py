@@ -168,10 +168,10 @@ def finish_manifest(manifest: dict, out: ResultsDir, options: SweepOptions, star
 
 
 def model_groups(plans: List[EntryPlan]) -> List[Tuple[ModelSpec, List[EntryPlan]]]:
-    """The plans of each model, in the sweep's order."""
+    """The plans of each model, in the sweep's order, under the model as the sweep names it (unquantized)."""
     groups: Dict[str, Tuple[ModelSpec, List[EntryPlan]]] = {}
     for plan in plans:
-        groups.setdefault(plan.model.label, (plan.model, []))[1].append(plan)
+        groups.setdefault(plan.model.label, (plan.model.loaded_as("none", plan.placement.device), []))[1].append(plan)
     return list(groups.values())
 
 
@@ -206,6 +206,7 @@ def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpe
     points left to run; cached in the results folder). Stream points are held against a price only (their batch
     varies), so a stream sweep needs no peaks."""
     peaks, devices, described = {}, {}, {}
+    shapes = {plan.label: Shape.of(plan.model) for plan in plans}  # a quantized entry's weights move fewer bytes
     for plan in plans:
         if config.scenario != "batch" or all(pp.skip_reason or point_key(model.label, plan.label, pp.point) in done
                                              for pp in plan.points):
@@ -217,7 +218,7 @@ def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpe
         described[plan.label] = ({**dataclasses.asdict(found), "devices": devices[plan.label], "dtype": dtype}
                                  if found else "unknown: this GPU is not in harness/peaks.yaml; set hardware.gpu or "
                                  "hardware.peak_memory_bandwidth_gbps and hardware.peak_tflops")
-    return PointExplainer(Shape.of(model), peaks, devices, config.hardware.cost_per_hour), described
+    return PointExplainer(shapes, peaks, devices, config.hardware.cost_per_hour), described
 
 
 def _summarize(out: ResultsDir, options: SweepOptions) -> float:

@@ -13,6 +13,8 @@ from plots.data import fmt
 from plots.errors import PlotError
 from plots.load import BATCH, STREAM
 from plots.memory_report import memory_lines
+from plots.quantization import charts as quantization_charts
+from plots.quantization.report import quantization_lines
 from plots.speculative import charts as speculative_charts
 from plots.speculative.report import spec_lines
 from plots.stream import charts as stream_charts
@@ -45,7 +47,8 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
         out_dir.mkdir(parents=True, exist_ok=True)
         ctx = ChartContext(table, palette, out_dir, formats, load.load_requests(sources))
         charts = render_jobs(ctx, batch_charts.chart_jobs(ctx) + roofline_charts.chart_jobs(ctx)
-                             + speculative_charts.chart_jobs(ctx) + stream_charts.chart_jobs(ctx))
+                             + speculative_charts.chart_jobs(ctx) + quantization_charts.chart_jobs(ctx)
+                             + stream_charts.chart_jobs(ctx))
         path = out_dir / REPORT_NAME
         path.write_text(render_markdown(table, charts, sources, where, out_dir))
     except OSError as e:
@@ -72,6 +75,7 @@ def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[
     batch = data.of_scenario(table, BATCH)
     if not batch.empty:
         lines += ["## Summary", "", *summary_table(batch), "", *unsettled_lines(batch)]
+    lines += quantization_lines(table, sources)
     lines += memory_lines(table)
     lines += stream_lines(data.of_scenario(table, STREAM))
     lines += spec_lines(table)

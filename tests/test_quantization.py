@@ -7,9 +7,15 @@ import os
 import uuid
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from app.cli import main
+from backends.hf import HFBackend, HFOptions
+from harness.config.sections import ModelConfig
+from harness.measure.writers import RESULT_COLUMNS
+from harness.model.spec import resolve_model
+from plots.report import make_report
 from tests.conftest import run_benchmark
 from tests.contract import MARKER, processes_with, rows
 
@@ -61,6 +67,20 @@ def test_weight_bytes_are_the_quantized_layers_as_loaded(quantized):
     assert weights["int8"] < weights["int4"] < weights["none"]
 
 
+def test_the_plan_and_the_roofline_count_the_quantized_bytes(quantized):
+    """The memory estimate (and so `--plan` and the memory guard) holds each entry's weights at its quantized
+    layout (harness/model/quantized.py), within 2% of what the engine loaded; the roofline's decode step moves those
+    bytes, so MBU is held against what a quantized model really reads."""
+    results = {r["quantization"]: r for r in rows(quantized / "results.csv")}
+    model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
+    for q, r in results.items():
+        estimate = HFBackend.estimate_memory(HFOptions(name="hf"), model.loaded_as(q, "cpu"), 2, 24, 8)
+        assert estimate.weights_bytes == pytest.approx(int(r["weight_bytes"]), rel=0.02), q
+    moved = {q: float(r["decode_bytes_per_step"]) for q, r in results.items()}
+    assert moved["int8"] < moved["int4"] < moved["none"]
+    assert moved["none"] - moved["int8"] == pytest.approx(3 * LINEAR_WEIGHTS, rel=0.01)
+
+
 def test_the_accuracy_price_against_the_unquantized_entry(quantized):
     results = {r["quantization"]: r for r in rows(quantized / "results.csv")}
     assert float(results["none"]["logits_rel_error"]) == 0 and float(results["none"]["top1_agreement"]) == 1
@@ -105,3 +125,30 @@ output_lengths: [4]
     assert capsys.readouterr().err == ("error: models[1].quantization: ['none'] differs from models[0]'s ['none', "
                                        "'int8']; quantization makes backend entries, which every model of the sweep "
                                        "shares\n")
+
+
+def quantized_results(folder: Path, bound: float) -> Path:
+    """A results folder of one engine at three quantizations: int4 the fastest but over a 0.05 bound."""
+    folder.mkdir()
+    rows = [("hf", "none", "", 100, 0.0, 1.0), ("hf-int8", "int8", "hf", 150, 0.01, 0.97),
+            ("hf-int4", "int4", "hf", 200, 0.2, 0.7)]
+    pd.DataFrame([{"benchmark_name": "q", "backend": b, "model": "m", "dtype": "bf16", "hardware": "cpu", "num_devices": 1, "tp_size": 1,
+                   "scenario": "batch", "workload": "random", "batch_size": 4, "input_length": 128,
+                   "output_length": 64, "status": "ok", "latency_ms_mean": 64e3 / t, "ttft_ms_mean": 10, "tpot_ms_mean": 1e3 / t,
+                   "throughput_tokens_per_s": t, "quantization": q, "quality_reference": ref,
+                   "weight_bytes": 1e6, "logits_rel_error": e, "top1_agreement": a}
+                  for b, q, ref, t, e, a in rows], columns=RESULT_COLUMNS).to_csv(folder / "results.csv", index=False)
+    (folder / "manifest.json").write_text(json.dumps({"config": {"quality": {"max_logits_rel_error": bound}}}))
+    return folder
+
+
+@pytest.mark.parametrize("bound, fastest", [
+    (0.05, "hf-int8 | 150 | 1.50x | 0.01 | hf-int4 (200 tokens/s, error 0.2) |"),
+    (0.3, "hf-int4 | 200 | 2.00x | 0.2 | - |"),
+])
+def test_the_report_names_the_fastest_setting_within_the_bound(tmp_path, bound, fastest):
+    report = make_report([quantized_results(tmp_path / "run", bound)], tmp_path / "plots").read_text()
+    assert f"Bound: logits error at most {bound:g} (quality.max_logits_rel_error)" in report
+    assert f"| hf | 128 | 64 | bs 4 | {fastest}" in report
+    assert "![m (bf16): hf by quantization](quantization_hf.png)" in report
+    assert (tmp_path / "plots" / "quantization_hf.png").is_file()

@@ -74,6 +74,14 @@ class StopConfig:
 
 
 @dataclass
+class QualityConfig:
+    """What a quantized entry may cost in accuracy (docs/measurement.md, "Quantization")."""
+
+    max_logits_rel_error: float = opt(0.05, help="The report names, per engine and point, the fastest quantization "
+                                      "whose logits_rel_error is within this bound.")
+
+
+@dataclass
 class OutputConfig:
     upload_uri: Optional[str] = opt(
         None, help="fsspec URL (s3://bucket/prefix, gs://..., file:///...) the results folder is also copied "
@@ -103,6 +111,11 @@ def validate_sampling(sampling: SamplingConfig) -> None:
         raise UserError(f"sampling.top_p: must be in (0, 1], got {sampling.top_p}")
     if sampling.top_k < 0:
         raise UserError(f"sampling.top_k: must be 0 (off) or more, got {sampling.top_k}")
+
+
+def validate_quality(quality: QualityConfig) -> None:
+    if not quality.max_logits_rel_error > 0:
+        raise UserError(f"quality.max_logits_rel_error: must be more than 0, got {quality.max_logits_rel_error}")
 
 
 def validate_hardware(hardware: HardwareConfig) -> None:

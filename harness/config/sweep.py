@@ -20,10 +20,12 @@ from harness.config.sections import (
     HardwareConfig,
     ModelConfig,
     OutputConfig,
+    QualityConfig,
     SamplingConfig,
     StopConfig,
     validate_hardware,
     validate_model,
+    validate_quality,
     validate_sampling,
 )
 from harness.config.quantization import expand_quantization, quantizations
@@ -92,6 +94,7 @@ class SweepConfig:
     )
     output: OutputConfig = opt(factory=OutputConfig, help="Where results go besides the local folder.")
     hardware: HardwareConfig = opt(factory=HardwareConfig, help="Peaks and price the numbers are held against.")
+    quality: QualityConfig = opt(factory=QualityConfig, help="The accuracy price quantized entries are held to.")
 
 
 def load_config(path: str | Path, overrides: List[str], backends: "Registry", workloads: "Registry",
@@ -157,6 +160,7 @@ def validate(config: SweepConfig) -> None:
     if config.output.upload_uri:
         _validate_upload_uri(config.output.upload_uri)
     validate_hardware(config.hardware)
+    validate_quality(config.quality)
 
 
 def _validate_num_batches(config: SweepConfig) -> None:

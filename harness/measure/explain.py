@@ -10,12 +10,13 @@ from harness.model.roofline import ROOFLINE_COLUMNS, Measured, Shape, explain
 
 
 class PointExplainer:
-    """`peaks` per entry label (None: unknown, the roofline figures stay empty); `devices` the multiplier of those
-    peaks (a GPU entry's device count; 1 for a CPU, whose probe measured every core)."""
+    """Per entry label: `shapes` the model as the entry loads it (quantized or not), `peaks` (None: unknown, the
+    roofline figures stay empty), `devices` the multiplier of those peaks (a GPU entry's device count; 1 for a CPU,
+    whose probe measured every core)."""
 
-    def __init__(self, shape: Shape, peaks: Dict[str, Optional[Peaks]], devices: Dict[str, int],
+    def __init__(self, shapes: Dict[str, Shape], peaks: Dict[str, Optional[Peaks]], devices: Dict[str, int],
                  cost_per_hour: Optional[float]):
-        self.shape, self.peaks, self.devices, self.cost_per_hour = shape, peaks, devices, cost_per_hour
+        self.shapes, self.peaks, self.devices, self.cost_per_hour = shapes, peaks, devices, cost_per_hour
 
     def annotate(self, result: PointResult, figures: Dict[str, Optional[float]]) -> None:
         if result.status != "ok":
@@ -30,6 +31,6 @@ class PointExplainer:
                 output_tokens_mean=float(figures["output_tokens_mean"]),
                 output_tokens_max=max(max(s.output_tokens) for s in samples), latency_ms=float(figures["latency_ms_mean"]),
                 ttft_ms=float(figures["ttft_ms_mean"]), tpot_ms=figures.get("tpot_ms_mean"))
-        figures = explain(self.shape, measured, self.peaks.get(label), self.devices.get(label, 1),
+        figures = explain(self.shapes[label], measured, self.peaks.get(label), self.devices.get(label, 1),
                           figures.get("throughput_tokens_per_s"), self.cost_per_hour)
         result.explained = {k: v for k, v in figures.items() if k in ROOFLINE_COLUMNS}

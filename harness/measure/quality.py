@@ -50,12 +50,13 @@ class QualityCheck:
 
     def annotate(self, result: PointResult) -> None:
         label, probe = result.context.backend, result.probe
+        reference = self.references.get(label)
+        result.quality_reference = reference or ""
         if probe is None:
             return
         if label in self.references.values():
             self.probes[point_key(result.context.model, label, result.point)] = probe
             result.logits_rel_error, result.top1_agreement = 0.0, 1.0
-        reference = self.references.get(label)
         if reference is not None:
             held = self.probes.get(point_key(result.context.model, reference, result.point))
             if held is not None:

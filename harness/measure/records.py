@@ -102,7 +102,8 @@ class PointResult:
     converged: Optional[bool] = None  # num_batches: auto: the mean latency within stop.target_ci_pct
     quantization: str = "none"  # the entry's weights as loaded (model.quantization)
     probe: Optional[LogitsProbe] = field(default=None, repr=False)  # its model on the point's first inputs
-    logits_rel_error: Optional[float] = None  # vs the unquantized entry, same inputs (quality.py)
+    quality_reference: str = ""  # the unquantized entry a quantized one is compared with (quality.py)
+    logits_rel_error: Optional[float] = None  # vs quality_reference, same inputs
     top1_agreement: Optional[float] = None
     phase_s: Dict[str, float] = field(default_factory=dict, repr=False)  # warmup_s, timed_s: the time budget
 

@@ -79,7 +79,7 @@ def estimate_point(
     model: ModelSpec, batch_size: int, input_length: int, output_length: int, eager_attention: bool = False
 ) -> MemoryEstimate:
     return MemoryEstimate(
-        weights_bytes=model.num_params * model.dtype_bytes,
+        weights_bytes=int(model.weights_bytes),
         kv_cache_bytes=kv_cache_bytes(model, batch_size, input_length + output_length),
         activation_bytes=activation_bytes(model, batch_size, input_length, eager_attention),
     )

@@ -33,6 +33,7 @@ class Shape:
     expert_params: int  # one expert of one layer (gate, up and down projections); 0 for a dense model
     dtype_bytes: int
     moe_layers: int = 0  # layers with experts (the rest have a dense MLP, counted in body_params whole)
+    weight_bytes: float = 0.0  # a linear layer's weight as loaded (harness/model/quantized.py); 0: dtype_bytes
 
     @classmethod
     def of(cls, model: ModelSpec) -> "Shape":
@@ -44,7 +45,8 @@ class Shape:
                    c.num_key_value_heads * c.head_dim, c.vocab_size, model.num_params,
                    bool(getattr(c, "tie_word_embeddings", False)), experts,
                    c.num_experts_per_tok if moe_layers else 1,
-                   3 * c.hidden_size * c.moe_intermediate_size if moe_layers else 0, model.dtype_bytes, moe_layers)
+                   3 * c.hidden_size * c.moe_intermediate_size if moe_layers else 0, model.dtype_bytes, moe_layers,
+                   model.quantized.bytes_per_weight if model.quantized else model.dtype_bytes)
 
     @property
     def embedding_params(self) -> int:
@@ -73,6 +75,10 @@ class Shape:
         return self.body_params - self.moe_layers * (self.experts - self.experts_per_token) * self.expert_params
 
     @property
+    def linear_weight_bytes(self) -> float:
+        return self.weight_bytes or self.dtype_bytes
+
+    @property
     def kv_bytes_per_token(self) -> int:
         return 2 * self.layers * self.kv_width * self.dtype_bytes
 
@@ -80,7 +86,7 @@ class Shape:
 def decode_bytes_per_step(s: Shape, batch_size: int, context: float) -> float:
     """One decode step: the body's weights (a MoE's routed experts), the output head, and every sequence's KV cache
     at `context` tokens. The input embedding is a lookup of `batch_size` rows: left out."""
-    weights = (s.body_params_read(batch_size) + s.embedding_params) * s.dtype_bytes
+    weights = (s.body_params_read(batch_size) + s.embedding_params) * s.linear_weight_bytes
     return weights + batch_size * context * s.kv_bytes_per_token
 
 
@@ -91,7 +97,7 @@ def decode_flops_per_step(s: Shape, batch_size: int, context: float) -> float:
 
 def prefill_bytes(s: Shape, prompt_lengths: Sequence[int]) -> float:
     tokens = sum(prompt_lengths)
-    return (s.body_params_read(tokens) + s.embedding_params) * s.dtype_bytes + tokens * s.kv_bytes_per_token
+    return (s.body_params_read(tokens) + s.embedding_params) * s.linear_weight_bytes + tokens * s.kv_bytes_per_token
 
 
 def prefill_flops(s: Shape, prompt_lengths: Sequence[int]) -> float:

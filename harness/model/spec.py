@@ -7,6 +7,7 @@ the model on the meta device, which is exact for every architecture (MoE include
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from harness.config.sections import ModelConfig
 from harness.errors import UserError, known_names
 from harness.model import config_json as config_view
 from harness.model.config_json import ConfigView
+from harness.model.quantized import Quantized, bytes_per_weight, weights_bytes
 
 PRESETS_DIR = Path(__file__).parent.parent / "presets"
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -57,6 +59,7 @@ class ModelSpec:
     built_hf_config: Optional[Any] = field(default=None, repr=False)
     section: Optional[ModelConfig] = field(default=None, repr=False)  # the YAML's model section it resolves
     key: str = "model"  # where that section is in the YAML (`models[1]`), for messages
+    quantized: Optional[Quantized] = None  # the linear layers as an entry loads them (`loaded_as`)
 
     @property
     def hf_config(self):
@@ -84,6 +87,20 @@ class ModelSpec:
     @property
     def dtype_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
+
+    @property
+    def weights_bytes(self) -> float:
+        """The weights as loaded, quantized or not (harness/model/quantized.py)."""
+        c = getattr(self.config, "text_config", None) or self.config
+        return weights_bytes(self.num_params, c.vocab_size * c.hidden_size,
+                             bool(getattr(c, "tie_word_embeddings", False)), self.dtype_bytes, self.quantized)
+
+    def loaded_as(self, quantization: str, device: str) -> "ModelSpec":
+        """The model as an entry with `quantization` loads it on `device`: what its plan, estimates and roofline use."""
+        if quantization == "none":
+            return dataclasses.replace(self, quantized=None) if self.quantized else self
+        per_weight = bytes_per_weight(quantization, device, self.dtype_bytes)
+        return dataclasses.replace(self, quantized=Quantized(quantization, per_weight))
 
     @property
     def max_positions(self) -> int:

@@ -48,6 +48,7 @@ def plan_capacity(config: SweepConfig, model: ModelSpec, backends: Registry, wor
     for i, options in enumerate(config.backends):
         cls = backends.get(options.name, f"{entry_key(options, i)}.name")
         placement = cls.resolve_placement(options)
+        loaded = model.loaded_as(options.quantization, placement.device)
         missing = cls.unsupported(options, config.scenario, model) or missing_devices(placement)
         budget = 0 if missing else int(free_bytes(placement) * config.memory_fraction)
         for input_length, output_length in pairs:
@@ -56,7 +57,7 @@ def plan_capacity(config: SweepConfig, model: ModelSpec, backends: Registry, wor
                 out.append(Capacity(options.entry_label, placement, input_length, output_length, 0, 0, None, None,
                                     missing))
                 continue
-            best, at = _largest(cls, options, model, longest, output_length, budget)
+            best, at = _largest(cls, options, loaded, longest, output_length, budget)
             room = budget - at.weights_bytes - at.activation_bytes
             reason = "" if best else f"one sequence needs an estimated {at.describe()}"
             out.append(Capacity(options.entry_label, placement, input_length, output_length, budget, best, at,

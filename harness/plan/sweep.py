@@ -38,21 +38,22 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, worklo
     for i, options in enumerate(config.backends):
         cls = backends.get(options.name, f"{entry_key(options, i)}.name")
         placement = cls.resolve_placement(options)
+        loaded = model.loaded_as(options.quantization, placement.device)  # what its estimates and roofline use
         missing = cls.unsupported(options, config.scenario, model) or missing_devices(placement)
         free = 0 if missing else free_bytes(placement)
         budget = int(free * config.memory_fraction)
         points = []
         for p in sweep_points(config, workload):
-            estimate = cls.estimate_memory(options, model, estimate_batch(cls, options, p), workload.longest_input(p),
+            estimate = cls.estimate_memory(options, loaded, estimate_batch(cls, options, p), workload.longest_input(p),
                                            p.output_length)
             reason = missing or cls.point_unsupported(options, p)
             over_memory = None if reason else memory_skip(estimate, budget, placement.device, config)
             search = None
             if p.batch_search and not (reason or over_memory):
-                search = plan_batch_search(cls, options, model, p, workload.longest_input(p), budget,
+                search = plan_batch_search(cls, options, loaded, p, workload.longest_input(p), budget,
                                            placement.device, config)
             points.append(PlannedPoint(p, estimate, reason or over_memory, over_memory is not None, search))
-        plans.append(EntryPlan(options, cls, placement, budget, points, workload, model, missing))
+        plans.append(EntryPlan(options, cls, placement, budget, points, workload, loaded, missing))
     quantizing = any(plan.options.quantization != "none" for plan in plans)
     for plan in plans:
         plan.probe_logits = quantizing

@@ -1,0 +1,74 @@
+"""report.md's quantization section (docs/measurement.md, "Quantization"): per engine and point, the fastest setting
+whose accuracy price is within quality.max_logits_rel_error, and every compared point with its price."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Sequence
+
+import pandas as pd
+
+from plots import data, load
+from plots.data import SERIES, fmt
+from plots.quantization.groups import Family, accuracy_bound, families, point_keys, shared_points
+
+FASTEST_HEADER = ("| engine | input | output | load | fastest within the bound | tokens/s | vs unquantized "
+                  "| its logits error | faster, over the bound |")
+POINTS_HEADER = ("| series | vs | input | output | load | weights (MB) | tokens/s | TPOT (ms) | logits rel. error "
+                 "| top-1 agreement |")
+
+
+def quantization_lines(table: pd.DataFrame, sources: Sequence[Path]) -> List[str]:
+    """The whole section; nothing when no quantized entry was compared with an unquantized one."""
+    found = families(table)
+    if not found:
+        return []
+    bound = accuracy_bound(sources)
+    lines = ["## Quantization", "",
+             f"Each quantized series against the same engine unquantized, on the same inputs. Logits error: relative "
+             f"L2 error of the last prompt position's logits; top-1 agreement: share of prompt positions whose "
+             f"argmax agrees. Bound: logits error at most {bound:g} (quality.max_logits_rel_error).", "",
+             "### Fastest within the accuracy bound", "", *data.table_head(FASTEST_HEADER, 5)]
+    for family in found:
+        for scenario in (load.BATCH, load.STREAM):
+            lines += _fastest_rows(family, scenario, bound)
+    lines += ["", "### Every compared point", "", *data.table_head(POINTS_HEADER, 2)]
+    for family in found:
+        lines += _point_rows(family)
+    return lines + [""]
+
+
+def _fastest_rows(family: Family, scenario: str, bound: float) -> List[str]:
+    rows = shared_points(Family(family.reference, data.of_scenario(family.rows, scenario)), point_keys(scenario))
+    out = []
+    for _, at in rows.groupby(point_keys(scenario), dropna=False, sort=True):
+        plain = at[at["quantization"] == "none"]
+        errors = at["logits_rel_error"].where(at["quantization"] != "none", 0.0)
+        within = at[errors <= bound]
+        if plain.empty or within.empty:
+            continue
+        best = within.loc[within["throughput_tokens_per_s"].idxmax()]
+        over = at[(errors > bound) & (at["throughput_tokens_per_s"] > best["throughput_tokens_per_s"])]
+        faster = "; ".join(f"{r[SERIES]} ({fmt(r['throughput_tokens_per_s'])} tokens/s, error "
+                           f"{fmt(r['logits_rel_error'])})" for _, r in over.iterrows()) or "-"
+        ratio = best["throughput_tokens_per_s"] / plain["throughput_tokens_per_s"].iloc[0]
+        cells = [family.reference, str(best["input_length"]), str(best["output_length"]), data.load_text(best),
+                 str(best[SERIES]), fmt(best["throughput_tokens_per_s"]), f"{ratio:.2f}x",
+                 fmt(0.0 if best["quantization"] == "none" else best["logits_rel_error"]), faster]
+        out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def _point_rows(family: Family) -> List[str]:
+    ok = family.rows[family.rows["status"] == data.PLOTTED_STATUS]
+    out = []
+    for series in family.series:
+        for _, r in ok[ok[SERIES] == series].iterrows():
+            weights = r.get("weight_bytes")
+            cells = [str(series), str(r.get("quality_reference") or "-") if r["quantization"] != "none" else "-",
+                     str(r["input_length"]), str(r["output_length"]), data.load_text(r),
+                     "-" if weights is None or pd.isna(weights) else fmt(weights / 1e6),
+                     fmt(r["throughput_tokens_per_s"]), fmt(r.get("tpot_ms_mean")), fmt(r.get("logits_rel_error")),
+                     fmt(r.get("top1_agreement"))]
+            out.append("| " + " | ".join(cells) + " |")
+    return out
