@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
+from backends import hf_quantization
 from backends.base import Placement, resolve_device
 from backends.hf import GenerateOptions, HFBackend
 from harness.errors import UserError
@@ -73,6 +74,7 @@ class AccelerateBackend(HFBackend):
     Options = AccelerateOptions
     engine_modules = ("torch", "transformers", "accelerate")
     harness_random_weights = True
+    quantizations = HFBackend.quantizations  # torchao's, on the layers the map places on the entry's devices
 
     @classmethod
     def resolve_placement(cls, options: AccelerateOptions) -> Placement:
@@ -93,6 +95,7 @@ class AccelerateBackend(HFBackend):
         else:
             model = AutoModelForCausalLM.from_pretrained(self.model.source, device_map=self.device_map,
                                                          offload_folder=self.options.offload_folder, **kwargs)
+        self.quantized = quantize_mapped(model, self.options.quantization, self.placement.device, self.device_map)
         if not hooked_blocks(model):  # random weights, or a one-device map that from_pretrained only moved
             # force_hooks: on one device (always so on a CPU) accelerate would just move the model; hooks stay
             # on, so the code measured here is the code that runs across GPUs.
@@ -107,7 +110,18 @@ class AccelerateBackend(HFBackend):
                 "device_map": {name: str(device) for name, device in self.device_map.items()},
                 "layers_per_device": layers_per_device(self.net, self.device_map),
                 "hooked_blocks": len(hooked_blocks(self.net)), "torch_threads": torch.get_num_threads(),
-                "attn_implementation": self.options.attn_implementation, "architecture": self.built_architecture()}
+                "attn_implementation": self.options.attn_implementation, "quantization": self.quantized,
+                "architecture": self.built_architecture()}
+
+
+def quantize_mapped(model, method: str, device: str, device_map: Dict[str, Device]) -> str:
+    """torchao's quantization (backends/hf_quantization.py) of a mapped model. On GPUs, modules the map offloads
+    to the host or disk would be quantized for a device they do not run on: refused, naming them."""
+    offloaded = [name for name, where in device_map.items() if where in HOST_KEYS] if device == "cuda" else []
+    if method != "none" and offloaded:
+        raise RuntimeError(f"quantization {method}: accelerate quantizes the layers on the entry's GPUs only; the "
+                           f"device map offloads {len(offloaded)} module(s) to the host or disk ({offloaded[0]}, ...)")
+    return hf_quantization.quantize(model, method, device)
 
 
 def plan_device_map(model, options: AccelerateOptions, placement: Placement) -> Dict[str, Device]:

@@ -59,6 +59,11 @@ class Placement:
     device: str  # "cpu" or "cuda"
     num_devices: int = 1
     tp_size: int = 1
+    ranks: int = 0  # processes a distributed engine runs as (torchrun); 0: one per tensor-parallel shard
+
+    @property
+    def num_ranks(self) -> int:
+        return self.ranks or self.tp_size
 
 
 class Backend(ABC):
@@ -79,7 +84,7 @@ class Backend(ABC):
     # `model.quantization` values the engine maps to an implementation of its own (none: every engine).
     quantizations: ClassVar[Tuple[str, ...]] = ("none",)
 
-    # Launched as `placement.tp_size` ranks (torchrun) instead of one worker process.
+    # Launched as `placement.num_ranks` ranks (torchrun) instead of one worker process.
     distributed: ClassVar[bool] = False
     # Imported (and timed: the manifest's time budget) before `load`, so that load_time_s is the model's alone.
     engine_modules: ClassVar[Tuple[str, ...]] = ()

@@ -8,6 +8,7 @@ BACKENDS = Registry("backend", {
     "hf": "backends.hf:HFBackend",
     "accelerate": "backends.accelerate_pp:AccelerateBackend",
     "deepspeed": "backends.deepspeed_tp:DeepSpeedBackend",
+    "deepspeed_zero": "backends.deepspeed_zero:ZeroBackend",
     "vllm": "backends.vllm_engine:VLLMBackend",
     "openai": "backends.openai_compat.backend:OpenAIBackend",
 })

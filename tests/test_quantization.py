@@ -152,3 +152,19 @@ def test_the_report_names_the_fastest_setting_within_the_bound(tmp_path, bound, 
     assert f"| hf | 128 | 64 | bs 4 | {fastest}" in report
     assert "![m (bf16): hf by quantization](quantization_hf.png)" in report
     assert (tmp_path / "plots" / "quantization_hf.png").is_file()
+
+
+def test_accelerate_quantizes_the_layers_it_maps(tmp_path):
+    """accelerate (device_map) runs torchao's int8 too, the price held against its own unquantized entry."""
+    pytest.importorskip("torchao")
+    path = sweep_yaml(tmp_path, "[none, int8]", "{name: accelerate, device: cpu}")
+    proc = run_benchmark(path, "--output-dir", tmp_path / "out", "--no-plots")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = {r["backend"]: r for r in rows(tmp_path / "out" / "results.csv")}
+    assert [r["status"] for r in results.values()] == ["ok", "ok"]
+    plain, int8 = results["accelerate"], results["accelerate-int8"]
+    assert int(plain["weight_bytes"]) - int(int8["weight_bytes"]) == pytest.approx(
+        3 * LINEAR_WEIGHTS - 4 * LINEAR_ROWS, rel=0.01)
+    assert int8["quality_reference"] == "accelerate" and 0 < float(int8["logits_rel_error"]) < 0.05
+    runtime = {b["label"]: b["runtime"] for b in json.loads((tmp_path / "out" / "manifest.json").read_text())["backends"]}
+    assert runtime["accelerate-int8"]["quantization"].startswith("int8 weight-only")

@@ -41,6 +41,11 @@ class PeakMemory:
             return sum(torch.cuda.max_memory_allocated(i) for i in range(torch.cuda.device_count()))
         return process_peak_rss_bytes(os.getpid())
 
+    def read_host(self) -> Optional[int]:
+        """The host's peak RSS beside a device's peak, for engines that keep weights on the host (offload); None
+        elsewhere (on the CPU, `read` is the host's)."""
+        return None
+
     def current(self) -> Optional[int]:
         """What the same counter holds now: read before loading, the rest of a peak is what the engine added."""
         if self.device == "cuda":

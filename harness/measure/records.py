@@ -80,6 +80,7 @@ class PointResult:
     slo: Optional[SLO] = None  # scenario stream
     num_warmup_batches: int = 0  # or warm-up requests, in a stream
     peak_memory_bytes: Optional[int] = None
+    peak_host_memory_bytes: Optional[int] = None  # where the engine keeps weights on the host (offload)
     load_time_s: Optional[float] = None
     estimated_memory_bytes: Optional[int] = None
     # The same counter as peak_memory_bytes before the engine loaded (the host's RSS holds the interpreter and

@@ -72,7 +72,8 @@ RESULT_COLUMNS = (
     # Uncertainty over the timed batches (docs/measurement.md, "Uncertainty"); converged: num_batches: auto only.
     + CI_COLUMNS + ["converged"] + TOKEN_COLUMNS
     + [f"{m}_{s}" for m in REQUEST_METRICS for s in REQUEST_STATS]
-    + ["peak_memory_bytes", "memory_before_load_bytes", "estimated_memory_bytes", "load_time_s"]
+    + ["peak_memory_bytes", "peak_host_memory_bytes", "memory_before_load_bytes", "estimated_memory_bytes",
+       "load_time_s"]
     + STREAM_COLUMNS + SEARCH_COLUMNS + ENGINE_COLUMNS + SERVER_COLUMNS + SPEC_COLUMNS + CROSSCHECK_COLUMNS
     + QUALITY_COLUMNS
     # What the numbers mean (docs/measurement.md): the entry's peaks, MBU, MFU, the roofline, the price per token,
@@ -97,6 +98,7 @@ def result_row(result: PointResult, figures: Optional[Dict[str, Optional[float]]
     computes them once, for the point's annotations and its row); else they are computed here."""
     row = _keys(result)
     row.update(status=result.status, error=result.error, peak_memory_bytes=result.peak_memory_bytes,
+               peak_host_memory_bytes=result.peak_host_memory_bytes,
                estimated_memory_bytes=result.estimated_memory_bytes, load_time_s=result.load_time_s,
                memory_before_load_bytes=result.memory_before_load_bytes if result.measured else None,
                tokens_identical_share=result.tokens_identical_share, spec_method=result.spec_method,

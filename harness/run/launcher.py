@@ -79,11 +79,11 @@ class Supervision:
 
 
 def launch_command(plan: EntryPlan, job_path: Path, socket_path: Path) -> List[str]:
-    """One Python process, or `tp_size` ranks under torchrun for distributed engines."""
+    """One Python process, or the placement's ranks under torchrun for distributed engines."""
     worker = ["-m", "harness.run.worker", str(job_path), str(socket_path)]
     if not plan.backend_cls.distributed:
         return [sys.executable, *worker]
-    ranks = plan.placement.tp_size
+    ranks = plan.placement.num_ranks
     return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
             "--master-port", str(free_port()), *worker]
 

@@ -199,6 +199,7 @@ class EntryRunner:
             result = self._result(pp, "oom", one_line(e))
             self._note_oom(pp.point)
         result.peak_memory_bytes = self.backend.peak_memory.read()
+        result.peak_host_memory_bytes = self.backend.peak_memory.read_host()
         result.engine_stats = self.engine_stats
         result.phase_s = dict(self.phase_s)  # an OOM's count up to where it stopped
         result.token_ids = self.first_token_ids if result.status == "ok" else None
