@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Dict, Optional, Tuple
+from typing import ClassVar, Dict, Optional, Sequence, Tuple
 
 from harness.config.speculative import SpeculativeConfig
 from harness.fields import opt
@@ -183,6 +183,12 @@ class Backend(ABC):
         """An untimed forward over the batch's first prompts (harness/scenarios/batch.py: `probed`), to hold a quantized
         entry's model against the unquantized one (docs/measurement.md, "Quantization"); None where the engine has no
         bare forward to run."""
+        return None
+
+    def perplexity(self, token_ids: Sequence[int], window: int) -> Optional[float]:
+        """exp(mean negative log-likelihood) of each token given those before it in its window (`window` tokens,
+        non-overlapping; docs/measurement.md, "Quantization"); None where the engine has no bare forward to score
+        with."""
         return None
 
     def runtime_info(self) -> Dict[str, object]:

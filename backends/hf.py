@@ -255,6 +255,9 @@ class HFBackend(Backend):
         head = probed(batch)
         return hf_quantization.probe_logits(self.net, *self._inputs(head), head.input_tokens)
 
+    def perplexity(self, token_ids, window: int) -> float:
+        return hf_quantization.perplexity(self.net, token_ids, window, self.placement.device)
+
     def runtime_info(self) -> dict:
         import torch
 

@@ -11,6 +11,7 @@ kernels (docs/measurement.md, "Quantization").
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 from harness.scenarios.batch import LogitsProbe
@@ -85,6 +86,22 @@ def probe_logits(net, input_ids, attention_mask, lengths) -> LogitsProbe:
         logits = net(input_ids=input_ids, attention_mask=attention_mask).logits.float()
     top1 = logits.argmax(dim=-1).tolist()
     return LogitsProbe(logits[:, -1, :].cpu().numpy(), tuple(tuple(row[len(row) - n:]) for row, n in zip(top1, lengths)))
+
+
+def perplexity(net, token_ids, window: int, device: str) -> float:
+    """Every window's tokens scored given those before them in it: exp(total NLL / tokens predicted), in float64."""
+    import torch
+
+    total, predicted = 0.0, 0
+    with torch.inference_mode():
+        for start in range(0, len(token_ids) - 1, window):
+            ids = torch.tensor([list(token_ids[start:start + window])], dtype=torch.long, device=device)
+            if ids.shape[1] < 2:
+                break
+            logits = net(input_ids=ids).logits[0, :-1].double()
+            total += torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum").item()
+            predicted += ids.shape[1] - 1
+    return math.exp(total / predicted)
 
 
 def weight_bytes(net) -> int:

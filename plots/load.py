@@ -29,7 +29,8 @@ NUMBER_COLUMNS = ("request_rate", "achieved_request_rate", "throughput_tokens_pe
                   "peak_memory_bandwidth_gbps", "peak_tflops", "decode_bytes_per_step", "decode_flops_per_step",
                   "decode_bandwidth_gbps", "mbu", "prefill_bytes", "prefill_flops", "prefill_tflops", "mfu",
                   "roofline_ratio", "cost_per_million_output_tokens", "energy_j_per_output_token", "avg_power_w",
-                  "prefix_cache_hit_rate", "server_prefix_cache_hit_rate", "logits_rel_error", "top1_agreement")
+                  "prefix_cache_hit_rate", "server_prefix_cache_hit_rate", "logits_rel_error", "top1_agreement",
+                  "perplexity", "perplexity_delta")
 INTEGER_COLUMNS = POINT_COLUMNS + ("max_concurrency",)
 # What a requests.csv row shares with its results.csv row (hardware and model may be filled in from the
 # manifest in results only, so they are left out).

@@ -136,7 +136,8 @@ def quantized_results(folder: Path, bound: float) -> Path:
                    "scenario": "batch", "workload": "random", "batch_size": 4, "input_length": 128,
                    "output_length": 64, "status": "ok", "latency_ms_mean": 64e3 / t, "ttft_ms_mean": 10, "tpot_ms_mean": 1e3 / t,
                    "throughput_tokens_per_s": t, "quantization": q, "quality_reference": ref,
-                   "weight_bytes": 1e6, "logits_rel_error": e, "top1_agreement": a}
+                   "weight_bytes": 1e6, "logits_rel_error": e, "top1_agreement": a, "perplexity": 7 + 10 * e,
+                   "perplexity_delta": 10 * e}
                   for b, q, ref, t, e, a in rows], columns=RESULT_COLUMNS).to_csv(folder / "results.csv", index=False)
     (folder / "manifest.json").write_text(json.dumps({"config": {"quality": {"max_logits_rel_error": bound}}}))
     return folder
@@ -150,6 +151,7 @@ def test_the_report_names_the_fastest_setting_within_the_bound(tmp_path, bound, 
     report = make_report([quantized_results(tmp_path / "run", bound)], tmp_path / "plots").read_text()
     assert f"Bound: logits error at most {bound:g} (quality.max_logits_rel_error)" in report
     assert f"| hf | 128 | 64 | bs 4 | {fastest}" in report
+    assert "| hf-int8 | hf | 128 | 64 | bs 4 | 1.00 | 150 | 6.67 | 0.01 | 0.97 | 7.10 (+0.1) |" in report
     assert "![m (bf16): hf by quantization](quantization_hf.png)" in report
     assert (tmp_path / "plots" / "quantization_hf.png").is_file()
 
@@ -168,3 +170,81 @@ def test_accelerate_quantizes_the_layers_it_maps(tmp_path):
     assert int8["quality_reference"] == "accelerate" and 0 < float(int8["logits_rel_error"]) < 0.05
     runtime = {b["label"]: b["runtime"] for b in json.loads((tmp_path / "out" / "manifest.json").read_text())["backends"]}
     assert runtime["accelerate-int8"]["quantization"].startswith("int8 weight-only")
+
+
+@pytest.fixture(scope="module")
+def pretrained_folder(tmp_path_factory):
+    """tiny-llama saved as a checkpoint (weights drawn once, seeded) with its tokenizer: `weights: pretrained`."""
+    import shutil
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    folder = tmp_path_factory.mktemp("checkpoint")
+    preset = Path(__file__).resolve().parent.parent / "harness" / "presets" / "tiny-llama"
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(preset)).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(preset / name, folder / name)
+    return folder
+
+
+def reference_perplexity(folder: Path, text: str, max_tokens: int, window: int) -> float:
+    """transformers' own loss over the same windows: the mean NLL it returns, weighted by tokens predicted."""
+    import math
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ids = AutoTokenizer.from_pretrained(folder)(text)["input_ids"][:max_tokens]
+    net = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    total = predicted = 0
+    with torch.inference_mode():
+        for start in range(0, len(ids) - 1, window):
+            chunk = torch.tensor([ids[start:start + window]])
+            if chunk.shape[1] > 1:
+                total += net(input_ids=chunk, labels=chunk).loss.item() * (chunk.shape[1] - 1)
+                predicted += chunk.shape[1] - 1
+    return math.exp(total / predicted)
+
+
+def test_perplexity_on_a_text_and_its_delta_under_quantization(tmp_path, pretrained_folder):
+    pytest.importorskip("torchao")
+    text = tmp_path / "text.txt"
+    text.write_text((Path(__file__).resolve().parent.parent / "README.md").read_text()[:6000])
+    path = tmp_path / "sweep.yaml"
+    path.write_text(f"""benchmark_name: perplexity
+model: {{name_or_path: {pretrained_folder}, weights: pretrained, dtype: fp32, quantization: [none, int8]}}
+backends: [{{name: hf, device: cpu}}]
+batch_sizes: [1]
+input_lengths: [8]
+output_lengths: [2]
+num_batches: 1
+num_warmup_batches: 0
+quality: {{text: text.txt, max_text_tokens: 300, window_tokens: 128}}
+""")
+    proc = run_benchmark(path, "--output-dir", tmp_path / "out", "--no-plots")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = {r["backend"]: r for r in rows(tmp_path / "out" / "results.csv")}
+    expected = reference_perplexity(pretrained_folder, text.read_text(), 300, 128)
+    assert float(results["hf"]["perplexity"]) == pytest.approx(expected, rel=1e-5)  # results.csv keeps 6 digits
+    assert float(results["hf"]["perplexity_delta"]) == 0
+    delta = float(results["hf-int8"]["perplexity_delta"])
+    assert delta != 0 and abs(delta) < 0.05 * expected
+    assert float(results["hf-int8"]["perplexity"]) == pytest.approx(expected + delta, rel=1e-5)
+    runtime = json.loads((tmp_path / "out" / "manifest.json").read_text())["backends"][0]["runtime"]
+    assert (runtime["perplexity_tokens"], runtime["perplexity_window"]) == (300, 128)
+
+
+@pytest.mark.parametrize("quality, message", [
+    ("{text: missing.txt}", "quality.text: no such file 'missing.txt'"),
+    ("{text: sweep.yaml}", "quality.text: perplexity needs pretrained weights; model.weights is random (random "
+                           "weights have no perplexity worth reading)"),
+    ("{window_tokens: 1}", "quality.window_tokens: must be at least 2 (a token and the one it predicts), got 1"),
+    ("{max_logits_rel_error: 0}", "quality.max_logits_rel_error: must be more than 0, got 0.0"),
+])
+def test_bad_quality_section_exits_2_with_one_line(tmp_path, capsys, quality, message):
+    path = sweep_yaml(tmp_path, "none")
+    path.write_text(path.read_text() + f"quality: {quality}\n")
+    assert main([str(path), "--dry-run"]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"

@@ -1,10 +1,12 @@
-"""The small sections of a sweep config (model, sampling, stop, output, hardware) and their value checks; the sweep
+"""The small sections of a sweep config (model, sampling, stop, output, hardware, quality) and their value checks; the sweep
 itself, loading and cross-field checks are harness/config/sweep.py's."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from harness.errors import UserError
 from harness.fields import opt
@@ -79,6 +81,16 @@ class QualityConfig:
 
     max_logits_rel_error: float = opt(0.05, help="The report names, per engine and point, the fastest quantization "
                                       "whose logits_rel_error is within this bound.")
+    text: Optional[str] = opt(None, help="A UTF-8 text file: with pretrained weights, each entry's perplexity on it "
+                              "(and a quantized entry's perplexity_delta against its unquantized one).")
+    max_text_tokens: int = opt(4096, help="The text's first tokens scored, at most.")
+    window_tokens: int = opt(1024, help="Perplexity is scored over non-overlapping windows of this many tokens "
+                             "(at most the model's max positions).")
+
+    def resolve_paths(self, config_dir: Path) -> None:
+        """A relative text path is looked for beside the YAML first, then from the working directory."""
+        if self.text is not None and not Path(self.text).is_absolute() and (config_dir / self.text).exists():
+            self.text = os.path.relpath(config_dir / self.text)
 
 
 @dataclass
@@ -113,9 +125,21 @@ def validate_sampling(sampling: SamplingConfig) -> None:
         raise UserError(f"sampling.top_k: must be 0 (off) or more, got {sampling.top_k}")
 
 
-def validate_quality(quality: QualityConfig) -> None:
+def validate_quality(quality: QualityConfig, models: Sequence[Tuple[str, ModelConfig]]) -> None:
     if not quality.max_logits_rel_error > 0:
         raise UserError(f"quality.max_logits_rel_error: must be more than 0, got {quality.max_logits_rel_error}")
+    for key in ("max_text_tokens", "window_tokens"):
+        if getattr(quality, key) < 2:
+            raise UserError(f"quality.{key}: must be at least 2 (a token and the one it predicts), got "
+                            f"{getattr(quality, key)}")
+    if quality.text is None:
+        return
+    if not os.path.isfile(quality.text):
+        raise UserError(f"quality.text: no such file {quality.text!r}")
+    random = [key for key, model in models if model.weights != "pretrained"]
+    if random:
+        raise UserError(f"quality.text: perplexity needs pretrained weights; {random[0]}.weights is "
+                        f"{dict(models)[random[0]].weights} (random weights have no perplexity worth reading)")
 
 
 def validate_hardware(hardware: HardwareConfig) -> None:

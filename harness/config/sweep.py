@@ -124,6 +124,7 @@ def load_config(path: str | Path, overrides: List[str], backends: "Registry", wo
     config.workload = workloads.options(config.workload, "workload")
     config.workload.resolve_paths(Path(path).parent)
     config.stream.resolve_paths(Path(path).parent)
+    config.quality.resolve_paths(Path(path).parent)
     validate(config)
     return config
 
@@ -160,7 +161,7 @@ def validate(config: SweepConfig) -> None:
     if config.output.upload_uri:
         _validate_upload_uri(config.output.upload_uri)
     validate_hardware(config.hardware)
-    validate_quality(config.quality)
+    validate_quality(config.quality, model_sections(config))
 
 
 def _validate_num_batches(config: SweepConfig) -> None:

@@ -36,6 +36,7 @@ class QualityCheck:
                 if match is not None:
                     self.references[p.label] = match.label
         self.probes: Dict[Tuple, LogitsProbe] = {}
+        self.perplexities: Dict[Tuple[str, str], float] = {}  # (model, reference entry) -> its perplexity
 
     @property
     def active(self) -> bool:
@@ -52,6 +53,7 @@ class QualityCheck:
         label, probe = result.context.backend, result.probe
         reference = self.references.get(label)
         result.quality_reference = reference or ""
+        self._perplexity_delta(result, label, reference)
         if probe is None:
             return
         if label in self.references.values():
@@ -61,6 +63,17 @@ class QualityCheck:
             held = self.probes.get(point_key(result.context.model, reference, result.point))
             if held is not None:
                 result.logits_rel_error, result.top1_agreement = compare(held, probe)
+
+
+    def _perplexity_delta(self, result: PointResult, label: str, reference: Optional[str]) -> None:
+        if result.perplexity is None:
+            return
+        model = result.context.model
+        if label in self.references.values():
+            self.perplexities[(model, label)] = result.perplexity
+            result.perplexity_delta = 0.0
+        if reference is not None and (model, reference) in self.perplexities:
+            result.perplexity_delta = result.perplexity - self.perplexities[(model, reference)]
 
 
 def compare(reference: LogitsProbe, other: LogitsProbe) -> Tuple[Optional[float], Optional[float]]:

@@ -106,6 +106,8 @@ class PointResult:
     quality_reference: str = ""  # the unquantized entry a quantized one is compared with (quality.py)
     logits_rel_error: Optional[float] = None  # vs quality_reference, same inputs
     top1_agreement: Optional[float] = None
+    perplexity: Optional[float] = None  # the entry's model on quality.text (once per entry)
+    perplexity_delta: Optional[float] = None  # minus quality_reference's
     phase_s: Dict[str, float] = field(default_factory=dict, repr=False)  # warmup_s, timed_s: the time budget
 
     def __post_init__(self):

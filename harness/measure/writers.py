@@ -64,7 +64,8 @@ SERVER_COLUMNS = ["server_requests_running_max", "server_requests_waiting_max", 
 CROSSCHECK_COLUMNS = ["tokens_identical_share"]
 # Weights as loaded, and what quantizing them cost against the same engine's unquantized entry on the same inputs
 # (harness/measure/quality.py); weight_bytes where the engine counts them.
-QUALITY_COLUMNS = ["quantization", "weight_bytes", "quality_reference", "logits_rel_error", "top1_agreement"]
+QUALITY_COLUMNS = ["quantization", "weight_bytes", "quality_reference", "logits_rel_error", "top1_agreement",
+                   "perplexity", "perplexity_delta"]
 RESULT_COLUMNS = (
     CONTEXT_COLUMNS + POINT_COLUMNS + ["num_batches", "num_warmup_batches", "status", "error"]
     + [f"{m}_{s}" for m in ("latency_ms", "ttft_ms", "tpot_ms") for s in STATS]
@@ -106,7 +107,8 @@ def result_row(result: PointResult, figures: Optional[Dict[str, Optional[float]]
                speedup_vs_baseline=result.speedup_vs_baseline, search=result.search,
                search_probes=result.search_probes, quantization=result.quantization,
                quality_reference=result.quality_reference, logits_rel_error=result.logits_rel_error,
-               top1_agreement=result.top1_agreement)
+               top1_agreement=result.top1_agreement, perplexity=result.perplexity,
+               perplexity_delta=result.perplexity_delta)
     if result.point.scenario == "batch":
         row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches,
                    max_batch_size_found=result.max_batch_size_found,

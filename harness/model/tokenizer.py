@@ -8,7 +8,7 @@ where one ships (tiny-llama, trained by scripts/train_tokenizer.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 from harness.config.sections import ModelConfig
 from harness.errors import UserError
@@ -45,3 +45,16 @@ def load_tokenizer(model: ModelSpec):
         raise UserError(f"{key}.tokenizer: {source} has {len(tokenizer)} tokens, more than {model.label}'s "
                         f"vocab_size ({vocab}); its ids would index past the embedding table")
     return tokenizer
+
+
+def text_token_ids(model: ModelSpec, path: str, max_tokens: int) -> Tuple[int, ...]:
+    """The first `max_tokens` ids of a text file as the model's tokenizer encodes it (special tokens included, as
+    perplexity is usually measured: a BOS where the tokenizer adds one)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"quality.text: cannot read {path!r} as UTF-8 text ({e})") from None
+    ids = tuple(load_tokenizer(model)(text)["input_ids"][:max_tokens])
+    if len(ids) < 2:
+        raise UserError(f"quality.text: {path!r} holds {len(ids)} token(s); perplexity needs at least 2")
+    return ids

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from harness.model.memory import MemoryEstimate
 from harness.model.spec import ModelSpec
@@ -129,6 +129,9 @@ class EntryPlan:
     # A sweep that quantizes holds each quantized entry against the unquantized one (harness/measure/quality.py): then
     # every entry probes its model on each point's first inputs, untimed.
     probe_logits: bool = False
+    # quality.text's token ids: the entry scores its model's perplexity on them once, after loading (None: not asked).
+    perplexity_ids: Optional[Tuple[int, ...]] = None
+    perplexity_window: int = 0
 
     @property
     def shape(self) -> SweepShape:

@@ -14,6 +14,7 @@ from harness.config.sweep import SweepConfig, entry_key
 from harness.model.hardware import available_bytes, cuda_device_count, planned_machine, usable_cpus
 from harness.model.memory import GiB, MemoryEstimate
 from harness.model.spec import ModelSpec
+from harness.model.tokenizer import text_token_ids
 from harness.plan.points import BatchSearchPlan, EntryPlan, PlannedPoint, SweepPoint
 from harness.scenarios.batch_search import DEFAULT_MAX_BATCH_SIZE
 
@@ -55,8 +56,11 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, worklo
             points.append(PlannedPoint(p, estimate, reason or over_memory, over_memory is not None, search))
         plans.append(EntryPlan(options, cls, placement, budget, points, workload, loaded, missing))
     quantizing = any(plan.options.quantization != "none" for plan in plans)
+    q = config.quality
+    text_ids = text_token_ids(model, q.text, q.max_text_tokens) if q.text else None
     for plan in plans:
         plan.probe_logits = quantizing
+        plan.perplexity_ids, plan.perplexity_window = text_ids, min(q.window_tokens, model.max_positions)
     # Entries without speculation, then unquantized ones, first: they are the baselines speculative and quantized
     # entries are compared with as their points finish (speed-up, tokens, logits).
     return sorted(plans, key=lambda plan: (plan.options.speculative is not None, plan.options.quantization != "none"))

@@ -15,7 +15,7 @@ from plots.quantization.groups import Family, accuracy_bound, families, point_ke
 FASTEST_HEADER = ("| engine | input | output | load | fastest within the bound | tokens/s | vs unquantized "
                   "| its logits error | faster, over the bound |")
 POINTS_HEADER = ("| series | vs | input | output | load | weights (MB) | tokens/s | TPOT (ms) | logits rel. error "
-                 "| top-1 agreement |")
+                 "| top-1 agreement | perplexity (change) |")
 
 
 def quantization_lines(table: pd.DataFrame, sources: Sequence[Path]) -> List[str]:
@@ -69,6 +69,14 @@ def _point_rows(family: Family) -> List[str]:
                      str(r["input_length"]), str(r["output_length"]), data.load_text(r),
                      "-" if weights is None or pd.isna(weights) else fmt(weights / 1e6),
                      fmt(r["throughput_tokens_per_s"]), fmt(r.get("tpot_ms_mean")), fmt(r.get("logits_rel_error")),
-                     fmt(r.get("top1_agreement"))]
+                     fmt(r.get("top1_agreement")), _perplexity_text(r)]
             out.append("| " + " | ".join(cells) + " |")
     return out
+
+
+def _perplexity_text(row: pd.Series) -> str:
+    """`7.31 (+0.042)`: quality.text's perplexity and its change from the unquantized entry's; `-` without a text."""
+    value, delta = row.get("perplexity"), row.get("perplexity_delta")
+    if value is None or pd.isna(value):
+        return "-"
+    return fmt(value) + ("" if delta is None or pd.isna(delta) else f" ({delta:+.3g})")
