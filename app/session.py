@@ -42,6 +42,7 @@ from harness.run.wait_notices import WaitNotices
 from harness.run.worker import WorkerJob
 
 PEAKS_CACHE = "hardware_peaks.json"  # the CPU probe's figures, per dtype (harness/model/hardware.py)
+PROBES_DIR = "probes"  # the reference entries' logits probes, for a resumed sweep (harness/measure/quality.py)
 # Keys whose change makes earlier rows incomparable with new ones (the axes themselves, batch sizes, lengths, rates
 # and caps, may grow: new points are simply run).
 RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "stop", "num_warmup_batches", "seed",
@@ -190,7 +191,7 @@ def model_annotations(groups: List[Tuple[ModelSpec, List[EntryPlan]]], manifest:
         explainer, peaks = point_explainer(group, config, model, out, done, gpus)
         if peaks:
             facts["hardware_peaks"] = peaks
-        quality = QualityCheck(group)
+        quality = QualityCheck(group, out.path / PROBES_DIR, read_rows(out.results_csv))
         annotations[model.label] = PointAnnotations(crosscheck, comparison, explainer, quality)
         facts["workload"] = workload.manifest()
         facts["token_crosscheck"] = crosscheck.describe()

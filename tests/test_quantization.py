@@ -93,6 +93,24 @@ def test_the_accuracy_price_against_the_unquantized_entry(quantized):
                                               "hf-int8 with hf")
 
 
+def test_a_resumed_sweep_still_prices_its_quantized_points(quantized, tmp_path):
+    """The reference's probes are kept in the results folder: a sweep killed before its int8 entry ran, then
+    resumed, prices int8 against the reference measured in the first run, as an uninterrupted sweep did."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(quantized, out)
+    table = pd.read_csv(out / "results.csv", dtype=str, keep_default_na=False)
+    first = table[table["quantization"] == "int8"].iloc[0]
+    table[table["quantization"] != "int8"].to_csv(out / "results.csv", index=False)
+    proc = run_benchmark(out / "config.yaml", "--output-dir", out, "--resume", "--no-plots")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    again = {r["quantization"]: r for r in rows(out / "results.csv")}["int8"]
+    assert again["quality_reference"] == "hf"
+    assert float(again["logits_rel_error"]) == pytest.approx(float(first["logits_rel_error"]), rel=1e-4)
+    assert float(again["top1_agreement"]) == float(first["top1_agreement"])
+
+
 def test_an_engine_without_a_mapping_is_skipped_with_the_reason(tmp_path, capsys):
     path = sweep_yaml(tmp_path, "[none, int8]", "{name: vllm, device: cpu}")
     assert main([str(path), "--dry-run"]) == 0

@@ -280,4 +280,6 @@ def to_plain(config: SweepConfig) -> Dict[str, Any]:
     (config.yaml, platform runs), so it holds `model` or `models`, never both."""
     plain = dataclasses.asdict(config)
     del plain["model" if config.models is not None else "models"]
+    for section in plain.get("models") or [plain["model"]]:
+        section["quantization"] = "none"  # spent: each backend entry carries its own (harness/config/quantization.py)
     return plain

@@ -4,13 +4,16 @@ same engine's unquantized entry, on the same inputs (each point's first timed ba
 Both entries hand over a `LogitsProbe` of those inputs (an untimed forward after the point's timing). Per point:
 `logits_rel_error` = ||L_q - L|| / ||L|| over the last prompt position's logits of every probed sequence, and
 `top1_agreement` = the share of prompt positions where both models' argmax agree. The unquantized entry's own rows
-read 0 and 1. References run first (`plan_sweep` orders the entries so) and are kept in memory only: a quantized entry
-added on `--resume` to a folder whose reference ran earlier gets no price.
+read 0 and 1. References run first (`plan_sweep` orders the entries so); their probes are also written to the results
+folder (`probes/`, one .npz per point) and their perplexities are in results.csv, so a resumed sweep still prices
+the quantized points it runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -27,7 +30,9 @@ def _settings(options) -> dict:
 class QualityCheck:
     """Each quantized entry is held against the entry with the same engine and options but unquantized weights."""
 
-    def __init__(self, plans: Sequence[EntryPlan]):
+    def __init__(self, plans: Sequence[EntryPlan], folder: Optional[Path] = None, rows: Sequence[dict] = ()):
+        """`folder`: where reference probes are kept for a resumed sweep (None: memory only); `rows`: results.csv's
+        rows so far, whose reference perplexities a resumed sweep's quantized entries are held against."""
         plain = [p for p in plans if p.options.quantization == "none"]
         self.references: Dict[str, str] = {}
         for p in plans:
@@ -36,7 +41,11 @@ class QualityCheck:
                 if match is not None:
                     self.references[p.label] = match.label
         self.probes: Dict[Tuple, LogitsProbe] = {}
-        self.perplexities: Dict[Tuple[str, str], float] = {}  # (model, reference entry) -> its perplexity
+        self.folder = folder
+        # (model, reference entry) -> its perplexity on quality.text
+        self.perplexities: Dict[Tuple[str, str], float] = {
+            (r["model"], r["backend"]): float(r["perplexity"]) for r in rows
+            if r.get("backend") in self.references.values() and r.get("perplexity") not in (None, "")}
 
     @property
     def active(self) -> bool:
@@ -57,13 +66,34 @@ class QualityCheck:
         if probe is None:
             return
         if label in self.references.values():
-            self.probes[point_key(result.context.model, label, result.point)] = probe
+            self._keep(point_key(result.context.model, label, result.point), probe)
             result.logits_rel_error, result.top1_agreement = 0.0, 1.0
         if reference is not None:
-            held = self.probes.get(point_key(result.context.model, reference, result.point))
+            held = self._held(point_key(result.context.model, reference, result.point))
             if held is not None:
                 result.logits_rel_error, result.top1_agreement = compare(held, probe)
 
+
+    def _keep(self, key: Tuple, probe: LogitsProbe) -> None:
+        self.probes[key] = probe
+        if self.folder is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        lengths = [len(row) for row in probe.top1]
+        np.savez(self._file(key), last_logits=np.asarray(probe.last_logits, dtype=np.float32),
+                 top1=np.asarray([t for row in probe.top1 for t in row], dtype=np.int64), lengths=lengths)
+
+    def _held(self, key: Tuple) -> Optional[LogitsProbe]:
+        """The reference's probe at a point: from this run, or from the run a resumed sweep continues."""
+        if key in self.probes or self.folder is None or not self._file(key).is_file():
+            return self.probes.get(key)
+        with np.load(self._file(key)) as saved:
+            ends = np.cumsum(saved["lengths"])
+            top1 = tuple(tuple(int(t) for t in saved["top1"][end - n:end]) for n, end in zip(saved["lengths"], ends))
+            return LogitsProbe(saved["last_logits"], top1)
+
+    def _file(self, key: Tuple) -> Path:
+        return self.folder / (hashlib.sha1(repr(key).encode()).hexdigest()[:16] + ".npz")
 
     def _perplexity_delta(self, result: PointResult, label: str, reference: Optional[str]) -> None:
         if result.perplexity is None:
