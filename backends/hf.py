@@ -13,7 +13,7 @@ from backends.hf_assisted import AssistedGeneration
 from backends.hf_batching import (
     StepClock,
     batching_info,
-    continuous_attention_unsupported,
+    attention_unsupported,
     continuous_estimate,
     tokens_produced,
     validate_batching,
@@ -22,7 +22,6 @@ from backends import hf_quantization
 from backends.hf_continuous import ContinuousBatcher
 from harness.errors import UserError
 from harness.fields import opt
-from harness.model import config_json as config_view
 from harness.model import weights
 from harness.model.drafts import draft_model
 from harness.model.memory import MemoryEstimate, estimate_point
@@ -127,7 +126,9 @@ class HFBackend(Backend):
     def unsupported(cls, options: HFOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
         if scenario == "batch" and getattr(options, "batching", "static") == "continuous":
             return "batching: continuous runs request streams only (scenario: stream)"
-        reason = super().unsupported(options, scenario, model) or _attention_unsupported(options, scenario, model)
+        reason = (super().unsupported(options, scenario, model) or attention_unsupported(options, scenario, model)
+                  or hf_quantization.unsupported(options.quantization, resolve_device(options.device),
+                                                 model and model.dtype))
         spec = options.speculative
         if reason or spec is None:
             return reason
@@ -324,19 +325,6 @@ class HFBackend(Backend):
                 config.compile_config._compile_all_devices = True
             self._configs[key] = config
         return self._configs[key]
-
-
-def _attention_unsupported(options: GenerateOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
-    """A model whose transformers class computes attention itself (MPT: ALiBi added to the score matrix) runs eager
-    attention only: transformers refuses any other attn_implementation, and the entry would not measure the one
-    it names."""
-    only = config_view.eager_attention_only(model.config) if model is not None else None
-    if only is None:
-        return None
-    if options.attn_implementation != "eager":
-        return (f"transformers' {only} has eager attention only (no {options.attn_implementation} kernel): "
-                "set attn_implementation: eager")
-    return continuous_attention_unsupported(options, scenario, only)
 
 
 def device_sync(device: str) -> Callable[[], None]:

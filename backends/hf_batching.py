@@ -16,6 +16,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from backends.hf_continuous import CB_PAGE_SIZE, cb_sizes
 from harness.errors import UserError
 from harness.fields import is_int
+from harness.model import config_json as config_view
 from harness.model.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.model.spec import ModelSpec
 from harness.plan.points import SweepShape
@@ -82,6 +83,19 @@ def validate_batching(options, key: str) -> None:
         if options.cache_implementation != "dynamic" or options.compile:
             raise UserError(f"{key}.batching: continuous runs transformers' paged KV cache, uncompiled: it takes "
                             f"neither {key}.cache_implementation: static nor {key}.compile: true")
+
+
+def attention_unsupported(options, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
+    """A model whose transformers class computes attention itself (MPT: ALiBi added to the score matrix) runs eager
+    attention only: transformers refuses any other attn_implementation, and the entry would not measure the one
+    it names."""
+    only = config_view.eager_attention_only(model.config) if model is not None else None
+    if only is None:
+        return None
+    if options.attn_implementation != "eager":
+        return (f"transformers' {only} has eager attention only (no {options.attn_implementation} kernel): "
+                "set attn_implementation: eager")
+    return continuous_attention_unsupported(options, scenario, only)
 
 
 def continuous_attention_unsupported(options, scenario: str, only: str) -> Optional[str]:

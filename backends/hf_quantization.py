@@ -3,7 +3,8 @@ LM head included) after its weights are made or loaded, so a sweep without the h
 kernels (docs/measurement.md, "Quantization").
 
 - int8: `Int8WeightOnlyConfig` (int8 weights, one scale per output channel; activations stay in the model's dtype).
-- int4: on CUDA `Int4WeightOnlyConfig` (packed int4, groups of 128); on CPU, where its packing needs CUDA,
+- int4: on CUDA `Int4WeightOnlyConfig` (tinygemm's tile-packed int4, groups of 128, bf16 models; torchao's default
+  layout needs the separate mslk kernels); on CPU, where its packing needs CUDA,
   `IntxWeightOnlyConfig(int4, groups of 32)`, which keeps each int4 value in a byte: `weight_bytes` says so. A layer
   whose input width the group does not divide takes the next smaller group (64, 32 on CUDA; 16, 8 on CPU).
 - fp8: `Float8WeightOnlyConfig`, on GPUs with FP8 (compute capability 8.9+).
@@ -12,11 +13,20 @@ kernels (docs/measurement.md, "Quantization").
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, Optional
 
 from harness.scenarios.batch import LogitsProbe
 
 FP8_MIN_CAPABILITY = (8, 9)
+
+
+def unsupported(method: str, device: str, dtype: Optional[str]) -> Optional[str]:
+    """What planning can tell without a GPU at hand (a GPU's FP8 capability is checked at load)."""
+    if method == "fp8" and device == "cpu":
+        return "quantization fp8: torchao's fp8 weights need a GPU with FP8 (compute capability 8.9+), not a CPU"
+    if method == "int4" and device == "cuda" and dtype not in (None, "bf16"):
+        return f"quantization int4: torchao's GPU int4 (tinygemm's tile-packed layout) needs bf16 weights, not {dtype}"
+    return None
 
 
 def check_device(method: str, device: str) -> None:
@@ -56,7 +66,7 @@ def quantize(net, method: str, device: str) -> str:
     groups = (128, 64, 32) if device == "cuda" else (32, 16, 8)
     used = []
     for group in groups:
-        config = (Int4WeightOnlyConfig(group_size=group) if device == "cuda"
+        config = (Int4WeightOnlyConfig(group_size=group, int4_packing_format="tile_packed_to_4d") if device == "cuda"
                   else IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(group)))
         before = _linear_names(net)
         quantize_(net, config, filter_fn=lambda m, _, g=group: _plain_linear(m) and m.in_features % g == 0)

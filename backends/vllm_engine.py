@@ -11,79 +11,23 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
+from backends.base import Backend, Placement, resolve_device
+from backends import vllm_quantization
 from backends.vllm_architectures import removed_architecture
+from backends.vllm_options import CPU_KV_CACHE_DEFAULT_BYTES, VLLMOptions, split_cores
 from backends.vllm_speculative import SPEC_METHODS, spec_totals, speculative_config
 from backends.vllm_stream import AsyncEngine
-from harness.errors import UserError
-from harness.fields import opt
 from harness.measure.peak_memory import DeviceMemoryInUse, ProcessTreeMemory
+from harness.model.checkpoint import write_random_checkpoint
 from harness.model.drafts import draft_model
-from harness.model.memory import GiB, MemoryEstimate, estimate_point, kv_cache_bytes
+from harness.model.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.model.spec import TORCH_DTYPES, ModelSpec
 from harness.plan.points import SweepShape
-from harness.scenarios.batch import BatchSpec, BatchTiming
+from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe
 from harness.scenarios.stream import StreamSpec, StreamTiming
-
-CPU_KV_CACHE_DEFAULT_BYTES = 2 * GiB
-# Engine arguments the harness sets itself: the measurement depends on them.
-HARNESS_ARGS = ("model", "load_format", "skip_tokenizer_init", "dtype", "seed", "disable_log_stats", "tokenizer")
-# engine_args keys that duplicate a typed option: one place per setting.
-OPTION_ARGS = {
-    "tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size", "enforce_eager": "enforce_eager",
-    "gpu_memory_utilization": "gpu_memory_utilization", "kv_cache_memory_bytes": "kv_cache_memory_bytes",
-    "enable_prefix_caching": "enable_prefix_caching", "max_model_len": "max_model_len",
-    "speculative_config": "speculative",
-}
-
-
-@dataclass
-class VLLMOptions(BackendOptions):
-    device: str = opt("auto", help="auto (cuda when present, else cpu) | cpu | cuda: where the entry may run.")
-    tp_size: int = opt(1, help="Tensor-parallel GPUs (tensor_parallel_size).")
-    pp_size: int = opt(1, help="Pipeline-parallel stages (pipeline_parallel_size).")
-    enforce_eager: bool = opt(False, help="Disable CUDA graphs and torch.compile (faster start, slower decode).")
-    gpu_memory_utilization: float = opt(0.9, help="Share of each GPU's memory vLLM may take (GPU only).")
-    kv_cache_memory_bytes: Optional[int] = opt(
-        None, help="KV cache size in bytes; default on CPU 2 GiB, on GPU what gpu_memory_utilization leaves (a "
-        "value here overrides that sizing)."
-    )
-    # Off: a prefix-cache hit turns a prefill into a lookup, so TTFT would measure the cache, not the model.
-    # Prompts are random, but off-by-default keeps that true for any input a user plugs in.
-    enable_prefix_caching: bool = opt(False, help="Reuse KV blocks of repeated prompt prefixes.")
-    max_model_len: Optional[int] = opt(None, help="Longest sequence; default: the sweep's largest input + output.")
-    cpu_threads_bind: Optional[str] = opt(
-        None, help="VLLM_CPU_OMP_THREADS_BIND on CPU: 'auto' (vLLM's default: one core per rank, the rest "
-        "reserved), 'all' (every usable core, split across ranks: what HF gets), 'nobind', or core ids per "
-        "rank like '0-3|4-7'."
-    )
-    cpu_reserved_cpus: Optional[int] = opt(
-        None, help="VLLM_CPU_NUM_OF_RESERVED_CPU on CPU: cores kept free for the frontend (vLLM's default: 1)."
-    )
-    engine_args: Dict[str, Any] = opt(factory=dict, help="Passed through to vllm.LLM (EngineArgs).")
-
-    def validate(self, key: str) -> None:
-        if self.device not in DEVICES:
-            raise UserError(f"{key}.device: {self.device!r} is not one of {', '.join(DEVICES)}")
-        for name in ("tp_size", "pp_size"):
-            if getattr(self, name) < 1:
-                raise UserError(f"{key}.{name}: must be at least 1, got {getattr(self, name)}")
-        bind = self.cpu_threads_bind
-        if bind is not None and bind not in ("auto", "all", "nobind") and not re.fullmatch(r"[\d,|-]+", bind):
-            raise UserError(f"{key}.cpu_threads_bind: {bind!r} is not auto, all, nobind or core ids like '0-3|4-7'")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise UserError(f"{key}.gpu_memory_utilization: must be in (0, 1], got {self.gpu_memory_utilization}")
-        for arg in self.engine_args:
-            if arg in OPTION_ARGS or arg in vars(self):
-                option = OPTION_ARGS.get(arg, arg)
-                raise UserError(f"{key}.engine_args.{arg}: duplicates {key}.{option}; set it there")
-            if arg in HARNESS_ARGS:
-                raise UserError(f"{key}.engine_args.{arg}: set by the harness (allowed: any other EngineArgs field)")
-
 
 def sampling_params(batch: BatchSpec, **extra: Any) -> List[Any]:
     """One SamplingParams per request: its own budget and seed; forced lengths ignore EOS (min == max).
@@ -97,13 +41,6 @@ def sampling_params(batch: BatchSpec, **extra: Any) -> List[Any]:
             for n, seed in zip(batch.max_tokens, seeds)]
 
 
-def split_cores(cores: List[int], ranks: int) -> str:
-    """vLLM's per-rank core lists, e.g. [0, 1, 2, 3] over 2 ranks -> '0,1|2,3'."""
-    per_rank = max(1, len(cores) // ranks)
-    groups = [cores[i * per_rank:(i + 1) * per_rank] for i in range(ranks)]
-    return "|".join(",".join(map(str, g)) for g in groups)
-
-
 class VLLMBackend(Backend):
     """`scenario: batch` runs each batch through `vllm.LLM.generate`; `scenario: stream` builds vLLM's async
     engine (`AsyncLLM`, the one its OpenAI server uses) instead, on an event loop of its own
@@ -113,10 +50,13 @@ class VLLMBackend(Backend):
     engine_modules = ("torch", "vllm")
     scenarios = ("batch", "stream")
     speculative_methods = tuple(SPEC_METHODS)
+    quantizations = vllm_quantization.QUANTIZATIONS
 
     @classmethod
     def unsupported(cls, options: VLLMOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
-        reason = super().unsupported(options, scenario, model) or (model and removed_architecture(model))
+        reason = (super().unsupported(options, scenario, model) or (model and removed_architecture(model))
+                  or vllm_quantization.unsupported(options.quantization, resolve_device(options.device), model,
+                                                   options.enforce_eager))
         spec = options.speculative
         if reason or spec is None or model is None:
             return reason
@@ -188,7 +128,7 @@ class VLLMBackend(Backend):
             tensor_parallel_size=o.tp_size, pipeline_parallel_size=o.pp_size, enforce_eager=o.enforce_eager,
             enable_prefix_caching=o.enable_prefix_caching, max_model_len=o.max_model_len or self.shape.max_tokens,
         )
-        if self.model.weights == "random":
+        if self.model.weights == "random" and o.random_weights == "dummy":
             args["load_format"] = "dummy"
         if self.placement.device == "cpu":
             args["kv_cache_memory_bytes"] = o.kv_cache_memory_bytes or CPU_KV_CACHE_DEFAULT_BYTES
@@ -200,15 +140,26 @@ class VLLMBackend(Backend):
         # max_batch_size is the largest max_concurrency, 0 when uncapped: the engine's own limit then decides.
         if self.shape.max_batch_size > 256:
             args["max_num_seqs"] = self.shape.max_batch_size
+        args.update(vllm_quantization.engine_args(o.quantization, self.placement.device, self.model))
+        if self._probing:
+            args.update(vllm_quantization.probe_args())
         if o.speculative is not None:
             tmp = getattr(self, "_tmp", None)  # a random-weight target's config folder: a random draft's goes beside it
             args["speculative_config"] = speculative_config(o.speculative, self.model, tmp and Path(tmp.name))
         return {**args, **o.engine_args}
 
+    @property
+    def _probing(self) -> bool:
+        """Logits probes are asked for and mean something: not over vLLM's own dummy weights (see random_weights)."""
+        dummy = self.model.weights == "random" and self.options.random_weights == "dummy"
+        return self.shape.probe_logits and not dummy
+
     def _model_folder(self) -> str:
         if self.model.weights == "pretrained":
             return self.model.source
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-vllm-model-")
+        if self.options.random_weights == "harness":
+            return str(write_random_checkpoint(self.model, Path(self._tmp.name)))
         return str(self.model.write_config_folder(Path(self._tmp.name)))
 
     @staticmethod
@@ -283,6 +234,11 @@ class VLLMBackend(Backend):
             stats["batching"] = "continuous"
         return stats
 
+    def probe_logits(self, batch: BatchSpec) -> Optional[LogitsProbe]:
+        if getattr(self, "llm", None) is None or not self._probing:  # the async stream engine's points are not probed
+            return None
+        return vllm_quantization.probe_logits(self.llm, batch, self.model_config.get_vocab_size())
+
     def runtime_info(self) -> Dict[str, object]:
         info = {"device": self.placement.device, "kv_cache_capacity_tokens": self._capacity_tokens(),
                 "block_size": self.cache.block_size, "max_num_seqs": self.scheduler.max_num_seqs,
@@ -292,7 +248,7 @@ class VLLMBackend(Backend):
                 # Selected in the engine's worker process when not set here (or by VLLM_ATTENTION_BACKEND).
                 "attention_backend": str(self.attention.backend or "auto: vLLM's choice for the platform"),
                 "attention_impls_used": self._attention_impls_used(),
-                "architecture": self._architecture()}
+                "quantization": str(self.model_config.quantization or "none"), "architecture": self._architecture()}
         if self.spec_config is not None:  # what vLLM made of the entry's `speculative` section
             s = self.spec_config
             info["speculative"] = {"method": s.method, "num_speculative_tokens": s.num_speculative_tokens,

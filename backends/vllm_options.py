@@ -1,0 +1,83 @@
+"""The `vllm` backend entry's options (backends/vllm_engine.py runs them)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from backends.base import DEVICES, BackendOptions
+from harness.errors import UserError
+from harness.fields import opt
+from harness.model.memory import GiB
+
+CPU_KV_CACHE_DEFAULT_BYTES = 2 * GiB
+RANDOM_WEIGHTS = ("dummy", "harness")
+# Engine arguments the harness sets itself: the measurement depends on them.
+HARNESS_ARGS = ("model", "load_format", "skip_tokenizer_init", "dtype", "seed", "disable_log_stats", "tokenizer")
+# engine_args keys that duplicate a typed option: one place per setting.
+OPTION_ARGS = {
+    "tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size", "enforce_eager": "enforce_eager",
+    "gpu_memory_utilization": "gpu_memory_utilization", "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+    "enable_prefix_caching": "enable_prefix_caching", "max_model_len": "max_model_len",
+    "speculative_config": "speculative",
+}
+
+
+@dataclass
+class VLLMOptions(BackendOptions):
+    device: str = opt("auto", help="auto (cuda when present, else cpu) | cpu | cuda: where the entry may run.")
+    tp_size: int = opt(1, help="Tensor-parallel GPUs (tensor_parallel_size).")
+    pp_size: int = opt(1, help="Pipeline-parallel stages (pipeline_parallel_size).")
+    enforce_eager: bool = opt(False, help="Disable CUDA graphs and torch.compile (faster start, slower decode).")
+    gpu_memory_utilization: float = opt(0.9, help="Share of each GPU's memory vLLM may take (GPU only).")
+    kv_cache_memory_bytes: Optional[int] = opt(
+        None, help="KV cache size in bytes; default on CPU 2 GiB, on GPU what gpu_memory_utilization leaves (a "
+        "value here overrides that sizing)."
+    )
+    # Off: a prefix-cache hit turns a prefill into a lookup, so TTFT would measure the cache, not the model.
+    # Prompts are random, but off-by-default keeps that true for any input a user plugs in.
+    enable_prefix_caching: bool = opt(False, help="Reuse KV blocks of repeated prompt prefixes.")
+    max_model_len: Optional[int] = opt(None, help="Longest sequence; default: the sweep's largest input + output.")
+    cpu_threads_bind: Optional[str] = opt(
+        None, help="VLLM_CPU_OMP_THREADS_BIND on CPU: 'auto' (vLLM's default: one core per rank, the rest "
+        "reserved), 'all' (every usable core, split across ranks: what HF gets), 'nobind', or core ids per "
+        "rank like '0-3|4-7'."
+    )
+    cpu_reserved_cpus: Optional[int] = opt(
+        None, help="VLLM_CPU_NUM_OF_RESERVED_CPU on CPU: cores kept free for the frontend (vLLM's default: 1)."
+    )
+    random_weights: str = opt(
+        "dummy", help="model.weights: random only. dummy: vLLM draws its own (uniform within 0.001: logits so flat "
+        "that a quantized entry's match the unquantized one's to the last bit, so no price is given); "
+        "harness: the harness's weights (hf's model), written as a checkpoint and loaded: greedy tokens compared "
+        "with hf's and a real quantization price, for the model's size in host memory and on disk."
+    )
+    engine_args: Dict[str, Any] = opt(factory=dict, help="Passed through to vllm.LLM (EngineArgs).")
+
+    def validate(self, key: str) -> None:
+        if self.device not in DEVICES:
+            raise UserError(f"{key}.device: {self.device!r} is not one of {', '.join(DEVICES)}")
+        for name in ("tp_size", "pp_size"):
+            if getattr(self, name) < 1:
+                raise UserError(f"{key}.{name}: must be at least 1, got {getattr(self, name)}")
+        bind = self.cpu_threads_bind
+        if bind is not None and bind not in ("auto", "all", "nobind") and not re.fullmatch(r"[\d,|-]+", bind):
+            raise UserError(f"{key}.cpu_threads_bind: {bind!r} is not auto, all, nobind or core ids like '0-3|4-7'")
+        if self.random_weights not in RANDOM_WEIGHTS:
+            raise UserError(f"{key}.random_weights: {self.random_weights!r} is not one of {', '.join(RANDOM_WEIGHTS)}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise UserError(f"{key}.gpu_memory_utilization: must be in (0, 1], got {self.gpu_memory_utilization}")
+        for arg in self.engine_args:
+            if arg in OPTION_ARGS or arg in vars(self):
+                option = OPTION_ARGS.get(arg, arg)
+                raise UserError(f"{key}.engine_args.{arg}: duplicates {key}.{option}; set it there")
+            if arg in HARNESS_ARGS:
+                raise UserError(f"{key}.engine_args.{arg}: set by the harness (allowed: any other EngineArgs field)")
+
+
+def split_cores(cores: List[int], ranks: int) -> str:
+    """vLLM's per-rank core lists, e.g. [0, 1, 2, 3] over 2 ranks -> '0,1|2,3'."""
+    per_rank = max(1, len(cores) // ranks)
+    groups = [cores[i * per_rank:(i + 1) * per_rank] for i in range(ranks)]
+    return "|".join(",".join(map(str, g)) for g in groups)
