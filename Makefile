@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts demo-stream demo-servers demo-load demo-speculative test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -35,6 +35,10 @@ demo-load: setup
 # Speculative decoding: hf and vllm, each method against the same engine without it.
 demo-speculative: setup
 	$(PY) benchmark.py yamls/cpu-speculative.yaml
+
+# Quantization with its accuracy price: fp32, int8 and int4 weights on hf, accelerate and vllm.
+demo-quantization: setup
+	$(PY) benchmark.py yamls/cpu-quantization.yaml
 
 # The layers of docs/architecture.md first (import-linter, a few seconds), then the suite.
 test: setup

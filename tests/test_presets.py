@@ -17,7 +17,7 @@ from app.cli import main
 from backends.deepspeed_tp import _slice_of
 from backends.hf import HFBackend, HFOptions
 from backends.openai_compat.backend import OpenAIBackend, OpenAIOptions
-from backends.vllm_architectures import removed_architecture
+from backends.vllm_engine.architectures import removed_architecture
 from backends.vllm_engine import VLLMBackend, VLLMOptions
 from harness.config.sections import ModelConfig
 from harness.errors import UserError

@@ -170,7 +170,7 @@ def test_engines_skip_what_they_cannot_run(four_layers):
 
 
 def test_vllm_speculative_config_for_each_method(four_layers, tmp_path):
-    from backends.vllm_speculative import speculative_config
+    from backends.vllm_engine.speculative import speculative_config
 
     lookup = speculative_config(parse(NGRAM | {"prompt_lookup_min": 2}, "s"), four_layers, tmp_path)
     assert lookup == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}

@@ -32,7 +32,7 @@ from backends.openai_compat import server_metrics
 from backends.openai_compat.client import ENDPOINTS, CompletionsClient
 from backends.openai_compat.options import OpenAIOptions, server_root, starts_vllm
 from backends.openai_compat.process import exit_wording, log_tail, start_server, stop_group
-from backends.vllm_architectures import removed_architecture
+from backends.vllm_engine.architectures import removed_architecture
 from harness.errors import UserError
 from harness.model.checkpoint import copy_tokenizer_files, write_random_checkpoint
 from harness.model.memory import MemoryEstimate

@@ -2,7 +2,7 @@
 and which entry of the sweep is its baseline (the same engine without speculation).
 
 A backend maps the section to its engine's own mechanism (backends/hf.py: assisted generation; backends/
-vllm_engine.py: `speculative_config`) and reports the engine's counters as `timing.SpecCounts`; the
+vllm_engine/speculative.py: `speculative_config`) and reports the engine's counters as `timing.SpecCounts`; the
 definitions of every figure are in docs/measurement.md, "Speculative decoding".
 """
 

@@ -117,3 +117,18 @@ def compare(reference: LogitsProbe, other: LogitsProbe) -> Tuple[Optional[float]
     positions = sum(len(r) for r in reference.top1)
     same = sum(x == y for r, o in zip(reference.top1, other.top1) for x, y in zip(r, o))
     return error, (same / positions if positions else None)
+
+
+def score_text(backend, plan: EntryPlan) -> Tuple[Optional[float], Dict[str, object]]:
+    """quality.text's perplexity, once per entry after its load (untimed), and what the manifest says of it; a failure
+    is said there and leaves the column empty, not the entry's measurements."""
+    if not plan.perplexity_ids:
+        return None, {}
+    try:
+        value = backend.perplexity(plan.perplexity_ids, plan.perplexity_window)
+    except Exception as e:
+        return None, {"perplexity": f"failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+    if value is None:
+        return None, {"perplexity": f"not scored: {plan.options.name} has no forward to score with"}
+    return value, {"perplexity": value, "perplexity_tokens": len(plan.perplexity_ids),
+                   "perplexity_window": plan.perplexity_window}

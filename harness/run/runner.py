@@ -20,6 +20,7 @@ from harness.errors import ShortOutputError, is_oom, one_line
 from harness.measure import stats
 from harness.measure.energy import EnergyMeter
 from harness.measure.metrics import slo_met, summarize_stream
+from harness.measure.quality import score_text
 from harness.measure.records import SLO, BatchSample, PointResult, RunContext
 from harness.model.spec import ModelSpec
 from harness.plan.points import EntryPlan, PlannedPoint, SweepPoint, concurrency
@@ -68,7 +69,7 @@ class EntryRunner:
         self.first_token_ids = None  # of the point's first timed batch, for cross-checking engines
         self.first_inputs: Optional[BatchSpec] = None  # its prompts, or the timed stream's: what a probe looks at
         self.probing = plan.probe_logits
-        self.perplexity: Optional[float] = None  # quality.text's, scored once after the load
+        self.perplexity: Optional[float] = None  # quality.text's, scored once after the load (score_text)
         self.energy_meter: Optional[EnergyMeter] = None  # the entry's GPUs' energy counters, where NVML has them
         self.memory_before_load_bytes: Optional[int] = None  # what peak_memory's counter held before the engine
         self.phase_s: Dict[str, float] = {}  # the point in flight: warmup_s, timed_s (the manifest's time budget)
@@ -122,24 +123,10 @@ class EntryRunner:
             return
         self.backend, self.load_time_s = backend, time.perf_counter() - start
         self.engine_stats = backend.engine_stats()
-        scored = self._score_text(backend)
+        self.perplexity, scored = score_text(backend, self.plan)
         self.energy_meter = EnergyMeter.open(backend.placement.device, backend.placement.num_devices)
         self.events.loaded({"load_time_s": self.load_time_s, "engine_import_s": import_s, "gate_wait_s": gate_wait_s,
                             **backend.runtime_info(), **scored})
-
-    def _score_text(self, backend) -> Dict[str, object]:
-        """quality.text's perplexity, once per entry after the load (untimed); a failure is said in the manifest and
-        leaves the column empty, not the entry's measurements."""
-        if not self.plan.perplexity_ids:
-            return {}
-        try:
-            self.perplexity = backend.perplexity(self.plan.perplexity_ids, self.plan.perplexity_window)
-        except Exception as e:
-            return {"perplexity": f"failed: {one_line(e)}"}
-        if self.perplexity is None:
-            return {"perplexity": f"not scored: {self.plan.options.name} has no forward to score with"}
-        return {"perplexity": self.perplexity, "perplexity_tokens": len(self.plan.perplexity_ids),
-                "perplexity_window": self.plan.perplexity_window}
 
     def _search_rate(self, pp: PlannedPoint) -> PointResult:
         """`request_rates: auto`: every probe is reported as a stream point of its own (`search` probe), then

@@ -1,7 +1,7 @@
 """vLLM, timed from the engine's own per-request timestamps: the offline engine (`vllm.LLM`) for static
-batches, its async engine (`AsyncLLM`, backends/vllm_stream.py) for request streams.
+batches, its async engine (`AsyncLLM`, backends/vllm_engine/stream.py) for request streams.
 
-Named vllm_engine.py, not vllm.py, so that nothing can shadow the `vllm` package.
+The package is named vllm_engine, not vllm, so that nothing can shadow the `vllm` package.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from backends.base import Backend, Placement, resolve_device
-from backends import vllm_quantization
-from backends.vllm_architectures import removed_architecture
-from backends.vllm_options import CPU_KV_CACHE_DEFAULT_BYTES, VLLMOptions, split_cores
-from backends.vllm_speculative import SPEC_METHODS, spec_totals, speculative_config
-from backends.vllm_stream import AsyncEngine
+from backends.vllm_engine import quantization as vllm_quantization
+from backends.vllm_engine.architectures import removed_architecture
+from backends.vllm_engine.options import CPU_KV_CACHE_DEFAULT_BYTES, VLLMOptions, split_cores
+from backends.vllm_engine.speculative import SPEC_METHODS, spec_totals, speculative_config
+from backends.vllm_engine.stream import AsyncEngine
 from harness.measure.peak_memory import DeviceMemoryInUse, ProcessTreeMemory
 from harness.model.checkpoint import write_random_checkpoint
 from harness.model.drafts import draft_model
@@ -44,7 +44,7 @@ def sampling_params(batch: BatchSpec, **extra: Any) -> List[Any]:
 class VLLMBackend(Backend):
     """`scenario: batch` runs each batch through `vllm.LLM.generate`; `scenario: stream` builds vLLM's async
     engine (`AsyncLLM`, the one its OpenAI server uses) instead, on an event loop of its own
-    (backends/vllm_stream.py), and hands it each request as it arrives (`serve`)."""
+    (backends/vllm_engine/stream.py), and hands it each request as it arrives (`serve`)."""
 
     Options = VLLMOptions
     engine_modules = ("torch", "vllm")
@@ -202,7 +202,7 @@ class VLLMBackend(Backend):
 
     def serve(self, stream: StreamSpec) -> StreamTiming:
         """Each request goes to the async engine at its scheduled time and is batched with whatever the engine is
-        running (backends/vllm_stream.py); its outputs are asked for as deltas, one per engine step."""
+        running (backends/vllm_engine/stream.py); its outputs are asked for as deltas, one per engine step."""
         from vllm.sampling_params import RequestOutputKind
 
         if getattr(self, "engine", None) is None:

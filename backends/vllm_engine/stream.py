@@ -1,7 +1,7 @@
 """The `vllm` backend's `scenario: stream`: vLLM's async engine (`AsyncLLM`, the one its OpenAI server uses) on an
 event loop of its own, handed each request of a stream at its scheduled time (`harness.scenarios.stream.drive`).
 
-Apart from backends/vllm_engine.py, whose offline engine (`vllm.LLM`) runs static batches: the two share the
+Apart from backends/vllm_engine/engine.py, whose offline engine (`vllm.LLM`) runs static batches: the two share the
 engine arguments, the sampling parameters and the engine's own timestamps, not how requests reach the engine or
 how it is shut down.
 """
@@ -14,7 +14,7 @@ import itertools
 import time
 from typing import Any, Dict, List
 
-from backends.vllm_speculative import spec_totals
+from backends.vllm_engine.speculative import spec_totals
 from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
 
 # How long the async engine's processes get to exit on their own at close(); vLLM's default is 5 s, and a CPU

@@ -1,4 +1,4 @@
-"""The `vllm` backend entry's options (backends/vllm_engine.py runs them)."""
+"""The `vllm` backend entry's options (backends/vllm_engine/engine.py runs them)."""
 
 from __future__ import annotations
 
