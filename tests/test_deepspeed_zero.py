@@ -88,8 +88,8 @@ def test_nvme_offload_runs_where_async_io_can_and_says_why_where_it_cannot(sweep
         assert float(row["tokens_identical_share"]) == 1
     else:
         assert row["status"] == "error"
-        assert row["error"] == ("loading failed: RuntimeError: offload: nvme needs DeepSpeed's async_io op, which needs libaio "
-                                "(e.g. apt-get install libaio-dev): not available on this machine")
+        assert row["error"] == ("loading failed: RuntimeError: offload: nvme needs DeepSpeed's async_io op, which "
+                                "needs libaio (e.g. apt-get install libaio-dev): not available on this machine")
 
 
 def test_offloaded_weights_plan_as_fitting_where_whole_ones_do_not():

@@ -115,7 +115,8 @@ def test_an_engine_without_a_mapping_is_skipped_with_the_reason(tmp_path, capsys
     path = sweep_yaml(tmp_path, "[none, int8]", "{name: deepspeed, device: cpu}")
     assert main([str(path), "--dry-run"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "deepspeed-int8" in out and "quantization int8: deepspeed has no mapping in the harness (it has none here)" in out
+    assert "deepspeed-int8" in out
+    assert "quantization int8: deepspeed has no mapping in the harness (it has none here)" in out
 
 
 @pytest.mark.parametrize("backend, dtype, message", [
@@ -202,9 +203,10 @@ def quantized_results(folder: Path, bound: float) -> Path:
     folder.mkdir()
     rows = [("hf", "none", "", 100, 0.0, 1.0), ("hf-int8", "int8", "hf", 150, 0.01, 0.97),
             ("hf-int4", "int4", "hf", 200, 0.2, 0.7)]
-    pd.DataFrame([{"benchmark_name": "q", "backend": b, "model": "m", "dtype": "bf16", "hardware": "cpu", "num_devices": 1, "tp_size": 1,
-                   "scenario": "batch", "workload": "random", "batch_size": 4, "input_length": 128,
-                   "output_length": 64, "status": "ok", "latency_ms_mean": 64e3 / t, "ttft_ms_mean": 10, "tpot_ms_mean": 1e3 / t,
+    pd.DataFrame([{"benchmark_name": "q", "backend": b, "model": "m", "dtype": "bf16", "hardware": "cpu",
+                   "num_devices": 1, "tp_size": 1, "scenario": "batch", "workload": "random", "batch_size": 4, "input_length": 128,
+                   "output_length": 64, "status": "ok", "latency_ms_mean": 64e3 / t, "ttft_ms_mean": 10,
+                   "tpot_ms_mean": 1e3 / t,
                    "throughput_tokens_per_s": t, "quantization": q, "quality_reference": ref,
                    "weight_bytes": 1e6, "logits_rel_error": e, "top1_agreement": a, "perplexity": 7 + 10 * e,
                    "perplexity_delta": 10 * e}
@@ -238,7 +240,8 @@ def test_accelerate_quantizes_the_layers_it_maps(tmp_path):
     assert int(plain["weight_bytes"]) - int(int8["weight_bytes"]) == pytest.approx(
         3 * LINEAR_WEIGHTS - 4 * LINEAR_ROWS, rel=0.01)
     assert int8["quality_reference"] == "accelerate" and 0 < float(int8["logits_rel_error"]) < 0.05
-    runtime = {b["label"]: b["runtime"] for b in json.loads((tmp_path / "out" / "manifest.json").read_text())["backends"]}
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    runtime = {b["label"]: b["runtime"] for b in manifest["backends"]}
     assert runtime["accelerate-int8"]["quantization"].startswith("int8 weight-only")
 
 

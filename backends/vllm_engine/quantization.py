@@ -38,7 +38,8 @@ def unsupported(method: str, device: str, model: Optional[ModelSpec], enforce_ea
         return ("quantization fp8: vLLM's CPU fp8 (fp8_per_channel) quantizes bf16 or fp16 models only; this model is "
                 "fp32")
     if method == "int4" and device == "cuda" and dtype not in (None, "bf16"):
-        return f"quantization int4: vLLM's GPU int4 (torchao's tinygemm layout) needs bf16 weights; this model is {dtype}"
+        return (f"quantization int4: vLLM's GPU int4 (torchao's tinygemm layout) needs bf16 weights; this model is "
+                f"{dtype}")
     if method == "int4" and device == "cpu" and model is not None and cpu_int4_group(model) is None:
         return (f"quantization int4: no group size of {', '.join(map(str, CPU_INT4_GROUPS))} divides every linear "
                 "layer's input width")

@@ -1,5 +1,5 @@
-"""The small sections of a sweep config (model, sampling, stop, output, hardware, quality) and their value checks; the sweep
-itself, loading and cross-field checks are harness/config/sweep.py's."""
+"""The small sections of a sweep config (model, sampling, stop, output, hardware, quality) and their value checks;
+the sweep itself, loading and cross-field checks are harness/config/sweep.py's."""
 
 from __future__ import annotations
 

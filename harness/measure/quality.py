@@ -73,7 +73,6 @@ class QualityCheck:
             if held is not None:
                 result.logits_rel_error, result.top1_agreement = compare(held, probe)
 
-
     def _keep(self, key: Tuple, probe: LogitsProbe) -> None:
         self.probes[key] = probe
         if self.folder is None:
