@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from backends.base import Backend, Placement, resolve_device
-from backends.vllm_engine import quantization as vllm_quantization
+import backends.vllm_engine.quantization as vllm_quantization
 from backends.vllm_engine.architectures import removed_architecture
 from backends.vllm_engine.options import CPU_KV_CACHE_DEFAULT_BYTES, VLLMOptions, split_cores
 from backends.vllm_engine.speculative import SPEC_METHODS, spec_totals, speculative_config
