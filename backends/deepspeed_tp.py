@@ -137,9 +137,9 @@ class DeepSpeedBackend(HFBackend):
         # HFBackend.run calls self.net.generate: DeepSpeed's, which runs the HF model's.
         self._ready(self.engine, device_sync(self.placement.device))
         # Peak RSS up to here (the runner resets it per point, so the load's peak is only seen now).
-        self.load_rss_bytes = _gather_from_ranks((rss_before_load, process_peak_rss_bytes(os.getpid())))
+        self.load_rss_bytes = gather_from_ranks((rss_before_load, process_peak_rss_bytes(os.getpid())))
         # Past that collective every rank has mapped every other rank's buffer, so the names can go.
-        _unlink_shm_allreduce_buffer()
+        unlink_shm_allreduce_buffer()
 
     def _build_model(self) -> Tuple[object, bool]:
         """The HF model to hand to DeepSpeed, and whether its random weights are still to be filled per shard."""
@@ -302,7 +302,7 @@ def _shm_allreduce_active() -> bool:
     return getattr(getattr(comm, "cdb", None), "shm_comm_op", None) is not None
 
 
-def _unlink_shm_allreduce_buffer() -> None:
+def unlink_shm_allreduce_buffer() -> None:
     """Remove this rank's name for DeepSpeed's shared-memory all-reduce buffer (CPU).
 
     DeepSpeed creates one 66 MiB /dev/shm segment per rank and never unlinks it, so each CPU run used to
@@ -323,7 +323,7 @@ def _unlink_shm_allreduce_buffer() -> None:
         pass
 
 
-def _gather_from_ranks(value) -> list:
+def gather_from_ranks(value) -> list:
     """Every rank's `value`, in rank order (a collective: all ranks call it at the same point of `load`)."""
     import torch.distributed as dist
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from backends.base import Placement, resolve_device
-from backends.deepspeed_tp import _gather_from_ranks, _unlink_shm_allreduce_buffer, entry_model, process_rss_bytes
+from backends.deepspeed_tp import gather_from_ranks, unlink_shm_allreduce_buffer, entry_model, process_rss_bytes
 from backends.hf import GenerateOptions, HFBackend, device_sync
 from harness.config.sections import DTYPES
 from harness.errors import UserError
@@ -155,8 +155,8 @@ class ZeroBackend(HFBackend):
         self.engine = deepspeed.initialize(model=model, config_params=self.ds_config)[0]
         self.engine.module.eval()
         self._ready(self.engine.module, device_sync(self.placement.device))
-        self.load_rss_bytes = _gather_from_ranks((rss_before_load, process_peak_rss_bytes(os.getpid())))
-        _unlink_shm_allreduce_buffer()
+        self.load_rss_bytes = gather_from_ranks((rss_before_load, process_peak_rss_bytes(os.getpid())))
+        unlink_shm_allreduce_buffer()
 
     def _build_model(self):
         from transformers import AutoModelForCausalLM
@@ -196,7 +196,7 @@ class ZeroBackend(HFBackend):
         mine = BatchSpec(batch.prompts[part], batch.max_tokens[part], batch.forced, batch.sampling,
                          batch.seeds[part], batch.messages[part])
         timing = self._generate(mine)[0]
-        every = _gather_from_ranks(timing)
+        every = gather_from_ranks(timing)
         return BatchTiming(timing.start_s, max(t.first_token_s for t in every), max(t.last_token_s for t in every),
                            max(t.end_s for t in every), sum((t.output_tokens for t in every), ()),
                            token_ids=sum((t.token_ids for t in every), ()))
@@ -213,7 +213,7 @@ class ZeroBackend(HFBackend):
         import torch
 
         zero = self.ds_config["zero_optimization"]
-        info = {"device": self.placement.device, "num_ranks": self.placement.num_ranks, "dtype": self.model.dtype,
+        return {"device": self.placement.device, "num_ranks": self.placement.num_ranks, "dtype": self.model.dtype,
                 "zero_optimization": zero, "torch_threads": torch.get_num_threads(),
                 "partitioned_parameters": sum(hasattr(p, "ds_tensor") for p in self.net.parameters()),
                 "offloaded_to": _partition_device(self.net),
@@ -221,7 +221,6 @@ class ZeroBackend(HFBackend):
                 "load_peak_rss_bytes_per_rank": [peak for _, peak in self.load_rss_bytes],
                 "peak_memory_bytes_is": "rank 0's devices; peak_host_memory_bytes: rank 0's host RSS",
                 "architecture": self.built_architecture()}
-        return info
 
     def close(self) -> None:
         self.engine.destroy()
