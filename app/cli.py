@@ -27,11 +27,13 @@ from harness.model.hardware import Machine, planning_for
 from harness.model.spec import ModelSpec, resolve_models
 from harness.plan.capacity import plan_capacity
 from harness.plan.sweep import plan_sweep
+from harness.run.cluster import open_control
 from harness.run.worker import quiet_import_noise
 from workloads.base import Workload
 from workloads.registry import WORKLOADS, build_workload
 
 RESULTS_ROOT = Path(__file__).resolve().parent.parent / "results"
+AGENT_JOIN_TIMEOUT_S = 600.0  # an agent may start well before node 0 has planned and opened its rendezvous
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,12 +66,26 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     remote.add_argument("--collect", nargs="+", metavar="RUN", help="rebuild results folders from runs' logs")
     remote.add_argument("--emit-log-markers", action="store_true",
                         help="print rows and files into the log between markers (what platform runs do)")
+    nodes = parser.add_argument_group("More than one node")
+    nodes.add_argument("--node-agent", metavar="HOST:PORT",
+                       help="run as another node's agent: join node 0's cluster.rendezvous and start this node's "
+                       "ranks of each entry that spans it, until node 0's sweep ends")
+    nodes.add_argument("--node-rank", type=int, metavar="K", help="with --node-agent: this node's number, 1 or more "
+                       "(default: SLURM_NODEID or NODE_RANK)")
+    nodes.add_argument("--log-dir", type=Path, help="with --node-agent: write this node's ranks' output there "
+                       "(default: the agent's own output)")
     args = parser.parse_intermixed_args(argv)
     _check_modes(args)
     return args
 
 
 def _check_modes(args: argparse.Namespace) -> None:
+    if args.node_agent is not None:
+        if args.config or args.collect or args.mcli or args.schema is not None:
+            raise UserError("--node-agent: takes --node-rank and --log-dir only; node 0 runs the CONFIG")
+        return
+    if args.node_rank is not None or args.log_dir is not None:
+        raise UserError("--node-rank, --log-dir: only with --node-agent HOST:PORT")
     if args.schema is not None:
         if args.config or args.collect or args.mcli:
             raise UserError("--schema: takes an optional SECTION only, no CONFIG, --collect or --mcli")
@@ -94,6 +110,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 0
         if args.collect:
             return collect(args.collect, args.output_dir or RESULTS_ROOT)
+        if args.node_agent is not None:
+            from harness.run.node_agent import run_agent
+
+            return run_agent(args.node_agent, args.node_rank, AGENT_JOIN_TIMEOUT_S, args.log_dir)
         from app import foundry  # llm-foundry's YAMLs run unchanged: translated first, then loaded as ours
 
         translated = None
@@ -120,10 +140,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         done = out.open(args.resume)
         previous = out.read_manifest()
         check_resumable(previous, config, out.path)
+        control = open_control(config.cluster, plans, out.path / "logs")
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    options = SweepOptions(argv, plots=not args.no_plots)
+    options = SweepOptions(argv, plots=not args.no_plots, control=control)
     if args.emit_log_markers:
         from mosaic.logmarkers import LogMarkers
 

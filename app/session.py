@@ -25,9 +25,9 @@ from harness.errors import UserError
 from harness.measure.annotations import PointAnnotations
 from harness.measure.crosscheck import TokenCrossCheck
 from harness.measure.explain import PointExplainer
-from harness.measure.quality import QualityCheck
 from harness.measure.manifest import build_manifest, hardware_label, now_iso, reproduce_command
 from harness.measure.metrics import point_figures
+from harness.measure.quality import QualityCheck
 from harness.measure.records import PointResult, RunContext, point_key
 from harness.measure.spec_baseline import BaselineComparison
 from harness.measure.writers import ResultsDir, read_rows, result_row
@@ -35,6 +35,7 @@ from harness.model.hardware import entry_peaks
 from harness.model.roofline import Shape
 from harness.model.spec import ModelSpec, architecture
 from harness.plan.points import EntryPlan
+from harness.run.cluster import NodeControl
 from harness.run.launcher import WorkerRun
 from harness.run.runner import EntryRunner, RunEvents
 from harness.run.time_budget import process_age_s, sweep_budget
@@ -68,6 +69,7 @@ class SweepOptions:
     argv: List[str]
     plots: bool = True
     observer: SweepObserver = dataclasses.field(default_factory=SweepObserver)
+    control: Optional[NodeControl] = None  # node 0's rendezvous, where an entry spans several nodes (closed at the end)
 
 
 def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:
@@ -128,7 +130,7 @@ def run_sweep(config: SweepConfig, plans: List[EntryPlan], out: ResultsDir, done
             options.observer.point_written()
 
         try:
-            run_entries(plans, manifest, config, done, emit, out, progress.note)
+            run_entries(plans, manifest, config, done, emit, out, progress.note, options.control)
         except KeyboardInterrupt:
             interrupted = True
     finish_manifest(manifest, out, options, startup_s, peaks_s, interrupted)
@@ -261,9 +263,11 @@ def draw_charts(folder: Path) -> None:
 
 
 def run_entries(plans: List[EntryPlan], manifest: dict, config: SweepConfig, done: set,
-                emit: Callable[[PointResult], None], out: ResultsDir, say: Callable[[str], None]) -> None:
+                emit: Callable[[PointResult], None], out: ResultsDir, say: Callable[[str], None],
+                control: Optional[NodeControl] = None) -> None:
     """Every entry in order, each one's runtime into the manifest as it ends; the worker still closing its engine
-    is ended here, whether the loop finished or not. `say` tells the console what a worker is waiting for."""
+    is ended here, and the other nodes' agents told the sweep is over, whether the loop finished or not. `say` tells
+    the console what a worker is waiting for."""
     closing: Optional[WorkerRun] = None  # the last worker, closing its engine while the next one starts
     several = len(model_groups(plans)) > 1
     try:
@@ -271,15 +275,18 @@ def run_entries(plans: List[EntryPlan], manifest: dict, config: SweepConfig, don
             log = out.path / "logs" / (f"{_file_name(plan.model.label)}/" if several else "") / f"{plan.label}.log"
             label = f"{plan.model.label} / {plan.label}" if several else plan.label
             notices = WaitNotices(label, say, log)
-            entry["runtime"], closing = run_entry(plan, config, done, emit, log, closing, notices)
+            entry["runtime"], closing = run_entry(plan, config, done, emit, log, closing, notices, control)
             out.write_manifest(manifest)
     finally:
         if closing is not None:
             closing.end()
+        if control is not None:
+            control.close()
 
 
 def run_entry(plan: EntryPlan, config: SweepConfig, done: set, emit: Callable[[PointResult], None], log: Path,
-              previous: Optional[WorkerRun], notices: WaitNotices) -> Tuple[dict, Optional[WorkerRun]]:
+              previous: Optional[WorkerRun], notices: WaitNotices,
+              control: Optional[NodeControl] = None) -> Tuple[dict, Optional[WorkerRun]]:
     """In a worker process when there is something to run; in-process when every point is skipped anyway.
 
     Returns the entry's runtime (its worker fills in the rest as it ends) and the worker still closing its engine,
@@ -292,7 +299,7 @@ def run_entry(plan: EntryPlan, config: SweepConfig, done: set, emit: Callable[[P
         EntryRunner(plan, model, config, context, RunEvents(emit)).run(done)
         return {}, previous
     job = WorkerJob(plan, model, config, context, done)
-    worker = WorkerRun(job, emit, log, config.load_timeout_s, config.point_timeout_s, notices)
+    worker = WorkerRun(job, emit, log, config.load_timeout_s, config.point_timeout_s, notices, control)
     try:
         closing = worker.run(previous)
     except BaseException:  # Ctrl-C: no worker outlives the sweep, and none runs on unrecorded
@@ -308,7 +315,7 @@ def run_context(config: SweepConfig, model: ModelSpec, plan: EntryPlan) -> RunCo
     placement = plan.placement
     dtype = getattr(plan.options, "dtype", None) or model.dtype  # an entry may override it (deepspeed)
     return RunContext(config.benchmark_name, plan.label, model.label, dtype, hardware_label(placement.device),
-                      placement.num_devices, placement.tp_size)
+                      placement.num_devices, placement.tp_size, placement.nodes, placement.pp_size)
 
 
 def _model_info(model: ModelSpec) -> dict:

@@ -17,6 +17,8 @@ from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe
 from harness.scenarios.stream import StreamSpec, StreamTiming
 
 DEVICES = ("auto", "cpu", "cuda")
+NODES_HELP = ("Machines the entry runs across (up to cluster.nodes), its ranks split evenly over them: one torchrun "
+              "agent per node, joined by one c10d rendezvous (docs/measurement.md, \"More than one node\").")
 
 
 def resolve_device(device: str) -> str:
@@ -57,13 +59,23 @@ class Placement:
     """Where an entry runs, resolved from its options without loading anything."""
 
     device: str  # "cpu" or "cuda"
-    num_devices: int = 1
+    num_devices: int = 1  # on every node together
     tp_size: int = 1
     ranks: int = 0  # processes a distributed engine runs as (torchrun); 0: one per tensor-parallel shard
+    nodes: int = 1  # machines the devices are spread over, evenly
+    pp_size: int = 1
 
     @property
     def num_ranks(self) -> int:
         return self.ranks or self.tp_size
+
+    @property
+    def ranks_per_node(self) -> int:
+        return self.num_ranks // self.nodes
+
+    @property
+    def devices_per_node(self) -> int:
+        return self.num_devices // self.nodes
 
 
 class Backend(ABC):

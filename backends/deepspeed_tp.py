@@ -17,8 +17,16 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from backends.base import Placement, resolve_device
+from backends.base import NODES_HELP, Placement, resolve_device
+from backends.deepspeed_ranks import (
+    all_reduce_across_nodes,
+    gather_from_ranks,
+    process_rss_bytes,
+    shm_allreduce_active,
+    unlink_shm_allreduce_buffer,
+)
 from backends.hf import GenerateOptions, HFBackend, device_sync
+from harness.config.cluster import check_entry_nodes
 from harness.config.sections import DTYPES
 from harness.errors import UserError
 from harness.fields import opt
@@ -30,7 +38,6 @@ from harness.model.spec import ModelSpec
 
 # A CPU "device" is a core; two ranks is the smallest real tensor-parallel run (and all a 2-core box holds).
 CPU_DEFAULT_RANKS = 2
-SHM_DIR = "/dev/shm"
 # init_inference keys that duplicate a typed option (DeepSpeed's aliases included): one place per setting.
 OPTION_KEYS = {
     "tensor_parallel": "tp_size", "tp": "tp_size", "mp_size": "tp_size", "dtype": "dtype",
@@ -42,9 +49,10 @@ OPTION_KEYS = {
 @dataclass
 class DeepSpeedOptions(GenerateOptions):
     tp_size: Optional[int] = opt(
-        None, help=f"Tensor-parallel ranks; default: every visible GPU, or {CPU_DEFAULT_RANKS} ranks on the CPU "
-        "(gloo plus DeepSpeed's shared-memory all-reduce)."
+        None, help=f"Tensor-parallel ranks on all nodes together; default: every visible GPU of each node, or "
+        f"{CPU_DEFAULT_RANKS} ranks on the CPU (gloo plus DeepSpeed's shared-memory all-reduce within a node)."
     )
+    nodes: int = opt(1, help=NODES_HELP)
     dtype: Optional[str] = opt(None, help="bf16 | fp16 | fp32, overriding model.dtype for this entry.")
     replace_with_kernel_inject: bool = opt(
         False, help="DeepSpeed's fused inference kernels (CUDA only) instead of AutoTP's sharded HF layers."
@@ -56,6 +64,7 @@ class DeepSpeedOptions(GenerateOptions):
 
     def validate(self, key: str) -> None:
         super().validate(key)
+        check_entry_nodes(self.nodes, key, self.tp_size, "tp_size")
         for name in ("tp_size", "max_tokens"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -86,19 +95,20 @@ class DeepSpeedBackend(HFBackend):
     @classmethod
     def resolve_placement(cls, options: DeepSpeedOptions) -> Placement:
         device = resolve_device(options.device)
-        ranks = options.tp_size or (cuda_device_count() if device == "cuda" else CPU_DEFAULT_RANKS)
-        return Placement(device, num_devices=ranks, tp_size=ranks)
+        per_node = cuda_device_count() if device == "cuda" else max(1, CPU_DEFAULT_RANKS // options.nodes)
+        ranks = options.tp_size or per_node * options.nodes
+        return Placement(device, num_devices=ranks, tp_size=ranks, nodes=options.nodes)
 
     @classmethod
     def launch_env(cls, options: DeepSpeedOptions, placement: Placement) -> Dict[str, str]:
         # DeepSpeed's shared-memory all-reduce sizes itself from LOCAL_SIZE, which only the `deepspeed`
         # launcher sets; under torchrun it segfaults without it.
-        env = {"LOCAL_SIZE": str(placement.tp_size)}
+        env = {"LOCAL_SIZE": str(placement.ranks_per_node)}
         if placement.device == "cuda":
             return {**env, "DS_ACCELERATOR": "cuda"}
         env["DS_ACCELERATOR"] = "cpu"
         if "OMP_NUM_THREADS" not in os.environ:  # torchrun would pin every rank to 1 thread; share the cores instead
-            env["OMP_NUM_THREADS"] = str(max(1, usable_cpus() // placement.tp_size))
+            env["OMP_NUM_THREADS"] = str(max(1, usable_cpus() // placement.ranks_per_node))
         return env
 
     @classmethod
@@ -125,6 +135,8 @@ class DeepSpeedBackend(HFBackend):
         if self.options.replace_with_kernel_inject and self.placement.device != "cuda":
             raise RuntimeError("replace_with_kernel_inject needs DeepSpeed's CUDA kernels; this entry runs on the CPU")
         rss_before_load = process_rss_bytes()
+        if self.placement.nodes > 1 and self.placement.device == "cpu":
+            all_reduce_across_nodes()
         model, sharded_random = self._build_model()
         buffers = {name: buf.clone() for name, buf in model.named_buffers()}
         full_shapes = {name: tuple(p.shape) for name, p in model.named_parameters(remove_duplicate=False)}
@@ -178,7 +190,7 @@ class DeepSpeedBackend(HFBackend):
                 "max_tokens": self.options.max_tokens or self.shape.max_tokens,
                 "comm_backend": dist.get_backend() if dist.is_initialized() else None,
                 "torch_threads": torch.get_num_threads(), "tp_layers": tp_layer_counts(self.engine.module),
-                "shm_allreduce": _shm_allreduce_active(),
+                "shm_allreduce": shm_allreduce_active(),
                 "rss_before_load_bytes_per_rank": [before for before, _ in self.load_rss_bytes],
                 "load_peak_rss_bytes_per_rank": [peak for _, peak in self.load_rss_bytes],
                 "peak_memory_bytes_is": "rank 0's (each rank holds one shard)",
@@ -288,47 +300,3 @@ def tp_layer_counts(module) -> Dict[str, int]:
         if type(sub).__module__.startswith("deepspeed."):
             counts[type(sub).__name__] = counts.get(type(sub).__name__, 0) + 1
     return counts
-
-
-def process_rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _shm_allreduce_active() -> bool:
-    """Whether DeepSpeed's shared-memory all-reduce kernel (CPU) was built and loaded."""
-    from deepspeed.comm import comm
-
-    return getattr(getattr(comm, "cdb", None), "shm_comm_op", None) is not None
-
-
-def unlink_shm_allreduce_buffer() -> None:
-    """Remove this rank's name for DeepSpeed's shared-memory all-reduce buffer (CPU).
-
-    DeepSpeed creates one 66 MiB /dev/shm segment per rank and never unlinks it, so each CPU run used to
-    leave them behind for good: /dev/shm is RAM, and a few hundred runs left the host too little memory
-    for the next sweep. Once all ranks have mapped the segments, unlinking only drops the name; the memory
-    lives until the last rank exits, however it exits.
-    """
-    if not _shm_allreduce_active():
-        return
-    import torch.distributed as dist
-
-    # shm.cpp's name: deepspeed_allreduce_buffer_{uid}_{MASTER_ADDR}_{MASTER_PORT}_{rank}
-    name = (f"deepspeed_allreduce_buffer_{os.getuid()}_{os.environ.get('MASTER_ADDR', '')}_"
-            f"{os.environ.get('MASTER_PORT', '')}_{dist.get_rank() if dist.is_initialized() else 0}")
-    try:
-        os.unlink(os.path.join(SHM_DIR, name))
-    except FileNotFoundError:
-        pass
-
-
-def gather_from_ranks(value) -> list:
-    """Every rank's `value`, in rank order (a collective: all ranks call it at the same point of `load`)."""
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        return [value]
-    values = [None] * dist.get_world_size()
-    dist.all_gather_object(values, value)
-    return values

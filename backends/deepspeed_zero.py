@@ -16,9 +16,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from backends.base import Placement, resolve_device
-from backends.deepspeed_tp import gather_from_ranks, unlink_shm_allreduce_buffer, entry_model, process_rss_bytes
+from backends.base import NODES_HELP, Placement, resolve_device
+from backends.deepspeed_ranks import gather_from_ranks, process_rss_bytes, unlink_shm_allreduce_buffer
+from backends.deepspeed_tp import entry_model
 from backends.hf import GenerateOptions, HFBackend, device_sync
+from harness.config.cluster import check_entry_nodes
 from harness.config.sections import DTYPES
 from harness.errors import UserError
 from harness.fields import opt
@@ -43,7 +45,8 @@ LIVE_LAYERS = 2
 @dataclass
 class ZeroOptions(GenerateOptions):
     num_ranks: int = opt(1, help="Ranks (torchrun, one per device); each generates its share of every batch, which "
-                         "must divide by it, with every layer gathered from all of them.")
+                         "must divide by it, with every layer gathered from all of them (on all nodes together).")
+    nodes: int = opt(1, help=NODES_HELP)
     offload: str = opt("cpu", help="Where the partitioned weights live between forwards: none (device memory) | cpu "
                        "(host memory) | nvme (files under nvme_path, read through DeepSpeed's async I/O).")
     nvme_path: Optional[str] = opt(None, help="offload: nvme only: a writable folder on a fast local disk.")
@@ -60,6 +63,7 @@ class ZeroOptions(GenerateOptions):
         super().validate(key)
         if self.num_ranks < 1:
             raise UserError(f"{key}.num_ranks: must be at least 1, got {self.num_ranks}")
+        check_entry_nodes(self.nodes, key, self.num_ranks, "num_ranks")
         if self.offload not in OFFLOADS:
             raise UserError(f"{key}.offload: {self.offload!r} is not one of {', '.join(OFFLOADS)}")
         if self.dtype is not None and self.dtype not in DTYPES:
@@ -96,13 +100,14 @@ class ZeroBackend(HFBackend):
 
     @classmethod
     def resolve_placement(cls, options: ZeroOptions) -> Placement:
-        return Placement(resolve_device(options.device), num_devices=options.num_ranks, ranks=options.num_ranks)
+        return Placement(resolve_device(options.device), num_devices=options.num_ranks, ranks=options.num_ranks,
+                         nodes=options.nodes)
 
     @classmethod
     def launch_env(cls, options: ZeroOptions, placement: Placement) -> Dict[str, str]:
-        env = {"LOCAL_SIZE": str(placement.num_ranks), "DS_ACCELERATOR": placement.device}
+        env = {"LOCAL_SIZE": str(placement.ranks_per_node), "DS_ACCELERATOR": placement.device}
         if placement.device == "cpu" and "OMP_NUM_THREADS" not in os.environ:  # torchrun would pin 1 thread a rank
-            env["OMP_NUM_THREADS"] = str(max(1, usable_cpus() // placement.num_ranks))
+            env["OMP_NUM_THREADS"] = str(max(1, usable_cpus() // placement.ranks_per_node))
         return env
 
     @classmethod

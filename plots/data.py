@@ -18,15 +18,17 @@ import pandas as pd
 from plots.errors import PlotError
 from plots.load import BATCH, POINT_COLUMNS, SOURCE_COLUMN, STREAM, STREAM_POINT_COLUMNS
 
-DEFAULT_SERIES_COLUMNS = ("hardware", "backend", "tp_size", "num_devices", "model")
+DEFAULT_SERIES_COLUMNS = ("hardware", "backend", "tp_size", "pp_size", "num_devices", "nodes", "model")
 # Asked for when the chosen columns leave two rows of one curve at the same point (say two runs
 # on one machine): a zig-zag through both would be wrong, two labelled curves are not.
 DISAMBIGUATING_COLUMNS = DEFAULT_SERIES_COLUMNS + ("workload", "dtype", "benchmark_name", SOURCE_COLUMN)
-SERIES_CHOICES = ("benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size", "workload",
+SERIES_CHOICES = ("benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size", "pp_size",
+                  "nodes", "workload",
                   SOURCE_COLUMN)
 SERIES = "series"
 PLOTTED_STATUS = "ok"
-_VALUE_FORMATS = {"tp_size": "TP {}", "num_devices": "{} devices", "dtype": "{}"}
+_VALUE_FORMATS = {"tp_size": "TP {}", "pp_size": "PP {}", "num_devices": "{} devices", "nodes": "{} nodes",
+                  "dtype": "{}"}
 
 
 def parse_where(items: Iterable[str]) -> Dict[str, str]:
@@ -82,8 +84,8 @@ def varying_columns(table: pd.DataFrame, columns: Sequence[str]) -> List[str]:
 
 def format_value(column: str, value: object) -> str:
     text = str(value)
-    if column == "num_devices" and text == "1":
-        return "1 device"
+    if column in ("num_devices", "nodes") and text == "1":
+        return f"1 {column[4:-1] if column == 'num_devices' else 'node'}"
     return _VALUE_FORMATS.get(column, "{}").format(text)
 
 

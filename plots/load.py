@@ -34,8 +34,8 @@ NUMBER_COLUMNS = ("request_rate", "achieved_request_rate", "throughput_tokens_pe
 INTEGER_COLUMNS = POINT_COLUMNS + ("max_concurrency",)
 # What a requests.csv row shares with its results.csv row (hardware and model may be filled in from the
 # manifest in results only, so they are left out).
-REQUEST_JOIN_COLUMNS = ("benchmark_name", "backend", "dtype", "num_devices", "tp_size", "workload",
-                        "input_length", "output_length", "request_rate", "max_concurrency")
+REQUEST_JOIN_COLUMNS = ("benchmark_name", "backend", "dtype", "num_devices", "tp_size", "pp_size", "nodes",
+                        "workload", "input_length", "output_length", "request_rate", "max_concurrency")
 REQUESTS_CSV = "requests.csv"
 # Not in results.csv: the name of the folder a row came from, so two runs of one machine can be told apart.
 SOURCE_COLUMN = "source"
@@ -97,6 +97,7 @@ def read_results(source: Path) -> pd.DataFrame:
     for column in STREAM_POINT_COLUMNS:
         if column not in table.columns:
             table[column] = ""
+    _fill_layout(table)
     table = table.rename(columns={"rate_search": "search"})  # its name before batch searches
     if "search" in table.columns:
         # A search's own row holds its answer, no figures: the rows of the batches or rates it tried hold them
@@ -106,6 +107,12 @@ def read_results(source: Path) -> pd.DataFrame:
         table["server_metrics_file"] = [str(path.parent / f) if f else "" for f in table["server_metrics_file"]]
     table[SOURCE_COLUMN] = path.parent.name
     return table
+
+
+def _fill_layout(table: pd.DataFrame) -> None:
+    for column in ("pp_size", "nodes"):  # results written before multi-node entries ran on one node, unpipelined
+        if column not in table.columns:
+            table[column] = "1"
 
 
 def _fill_empty(table: pd.DataFrame, column: str, value: str) -> None:
@@ -153,6 +160,7 @@ def load_requests(sources: List[Path]) -> Optional[pd.DataFrame]:
             table = pd.read_csv(requests, dtype=str, keep_default_na=False)
         except (OSError, pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError):
             continue  # optional: the stream charts say what they could not draw
+        _fill_layout(table)
         if all(c in table.columns for c in REQUEST_JOIN_COLUMNS + ("ttft_ms",)):
             table[SOURCE_COLUMN] = path.parent.name
             tables.append(table)

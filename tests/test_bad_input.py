@@ -13,7 +13,7 @@ CHATS = ["input_lengths=null", "workload.prompts=yamls/prompts/example-chats.jso
 KNOWN = ", ".join(BACKENDS.names())
 TOP_KEYS = ("benchmark_name, model, models, backends, scenario, batch_sizes, max_batch_size, stream, workload, sampling, input_lengths, output_lengths, num_batches, "
             "stop, num_warmup_batches, seed, skip_larger_batches_after_oom, memory_fraction, load_timeout_s, point_timeout_s, "
-            "output, hardware, quality")
+            "output, hardware, quality, cluster")
 PRESETS = ", ".join(preset_names())
 
 CASES = {

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from harness.config.cluster import ClusterConfig, validate_cluster
 from harness.config.loading import apply_override, read_yaml_mapping, to_dataclass
+from harness.config.quantization import expand_quantization, quantizations
 from harness.config.sections import (
     HardwareConfig,
     ModelConfig,
@@ -28,7 +30,6 @@ from harness.config.sections import (
     validate_quality,
     validate_sampling,
 )
-from harness.config.quantization import expand_quantization, quantizations
 from harness.config.stream import StreamConfig, replay_trace, validate_stream
 from harness.errors import UserError
 from harness.fields import is_int, opt
@@ -95,6 +96,8 @@ class SweepConfig:
     output: OutputConfig = opt(factory=OutputConfig, help="Where results go besides the local folder.")
     hardware: HardwareConfig = opt(factory=HardwareConfig, help="Peaks and price the numbers are held against.")
     quality: QualityConfig = opt(factory=QualityConfig, help="The accuracy price quantized entries are held to.")
+    cluster: ClusterConfig = opt(factory=ClusterConfig, help="The machines entries with `nodes` above 1 run across "
+                                 "(docs/measurement.md, \"More than one node\").")
 
 
 def load_config(path: str | Path, overrides: List[str], backends: "Registry", workloads: "Registry",
@@ -162,6 +165,7 @@ def validate(config: SweepConfig) -> None:
         _validate_upload_uri(config.output.upload_uri)
     validate_hardware(config.hardware)
     validate_quality(config.quality, model_sections(config))
+    validate_cluster(config.cluster, config.backends, [entry_key(e, i) for i, e in enumerate(config.backends)])
 
 
 def _validate_num_batches(config: SweepConfig) -> None:

@@ -24,8 +24,10 @@ class RunContext:
     model: str
     dtype: str
     hardware: str
-    num_devices: int
+    num_devices: int  # on every node together
     tp_size: int
+    nodes: int = 1
+    pp_size: int = 1
 
     def key(self, point: SweepPoint) -> "PointKey":
         """The identity of this entry's row at `point` (`point_key`)."""

@@ -30,7 +30,8 @@ from harness.plan.points import SweepPoint
 from harness.scenarios.stream import SERVER_SERIES, ServerSeries
 
 SERVER_METRICS_DIR = "server_metrics"  # one CSV per stream point of an entry that scrapes its server
-CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size"]
+CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size", "pp_size",
+                   "nodes"]
 # For a prompt file, input_length is its prompts' mean length; the real counts are in TOKEN_COLUMNS. A stream's
 # output_tokens_source: where its requests' output counts come from (RequestTiming), joined with "+" if they differ.
 # A batch point has a batch_size; a stream point a request_rate (inf: burst) and max_concurrency (blank: no cap).
@@ -185,7 +186,8 @@ def sample_rows(result: PointResult) -> List[Dict[str, object]]:
 def _keys(result: PointResult) -> Dict[str, object]:
     c, p = result.context, result.point
     return {"benchmark_name": c.benchmark_name, "backend": c.backend, "model": c.model, "dtype": c.dtype,
-            "hardware": c.hardware, "num_devices": c.num_devices, "tp_size": c.tp_size, "scenario": p.scenario,
+            "hardware": c.hardware, "num_devices": c.num_devices, "tp_size": c.tp_size, "pp_size": c.pp_size,
+            "nodes": c.nodes, "scenario": p.scenario,
             "workload": p.workload, "batch_size": p.batch_size, "input_length": p.input_length,
             "output_length": p.output_length, "request_rate": p.request_rate, "max_concurrency": p.max_concurrency}
 

@@ -50,7 +50,7 @@ def plan_capacity(config: SweepConfig, model: ModelSpec, backends: Registry, wor
         placement = cls.resolve_placement(options)
         loaded = model.loaded_as(options.quantization, placement.device)
         missing = cls.unsupported(options, config.scenario, model) or missing_devices(placement)
-        budget = 0 if missing else int(free_bytes(placement) * config.memory_fraction)
+        budget = 0 if missing else int(free_bytes(placement, config.cluster) * config.memory_fraction)
         for input_length, output_length in pairs:
             longest = workload.longest_input(SweepPoint(input_length, output_length, 1, workload.name))
             if missing:

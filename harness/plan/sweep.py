@@ -41,7 +41,7 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, worklo
         placement = cls.resolve_placement(options)
         loaded = model.loaded_as(options.quantization, placement.device)  # what its estimates and roofline use
         missing = cls.unsupported(options, config.scenario, model) or missing_devices(placement)
-        free = 0 if missing else free_bytes(placement)
+        free = 0 if missing else free_bytes(placement, config.cluster)
         budget = int(free * config.memory_fraction)
         points = []
         for p in sweep_points(config, workload):
@@ -97,19 +97,22 @@ def missing_devices(placement) -> Optional[str]:
         present, unit = cuda_device_count(), "CUDA device(s)"
     else:
         present, unit = usable_cpus(), "CPU cores"
-    if placement.num_devices <= present:
+    if placement.devices_per_node <= present:  # every node is taken to be a machine like this one
         return None
     machine = planned_machine()
     where = f"{machine.num_gpus} x {machine.gpu} has" if machine and placement.device == "cuda" else "this machine has"
-    return f"needs {placement.num_devices} {unit}, {where} {present}"
+    per_node = " per node" if placement.nodes > 1 else ""
+    return f"needs {placement.devices_per_node} {unit}{per_node}, {where} {present}"
 
 
-def free_bytes(placement) -> int:
-    """Free memory on the entry's devices: this machine's now, or all of the planned machine's GPUs' memory."""
+def free_bytes(placement, cluster) -> int:
+    """Free memory on the entry's devices on all its nodes: this machine's now, or all of the planned machine's GPUs'
+    memory, once per node (each node taken to be like this one; nodes on loopback share this machine's)."""
     machine = planned_machine()
     if machine is not None and placement.device == "cuda":
         return machine.memory_bytes_per_gpu * placement.num_devices
-    return available_bytes(placement.device, placement.num_devices)
+    nodes = 1 if cluster.node_agents == "local" else placement.nodes
+    return available_bytes(placement.device, placement.devices_per_node) * nodes
 
 
 def memory_skip(estimate: MemoryEstimate, budget: int, device: str, config: SweepConfig) -> Optional[str]:

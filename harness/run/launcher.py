@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
-import re
-import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +23,7 @@ from typing import Callable, Dict, List, Optional
 from harness.measure.manifest import engine_environment
 from harness.measure.records import PointResult
 from harness.plan.points import EntryPlan, PlannedPoint
+from harness.run.cluster import NodeControl, NodeEntry, first_failure, torchrun_command
 from harness.run.process_group import end_group, free_port
 from harness.run.wait_notices import WaitNotices
 from harness.run.worker import WorkerJob
@@ -78,13 +77,18 @@ class Supervision:
         return {"total_s": total, **parts, "other_s": total - sum(parts.values()), "overlap_s": overlap_s}
 
 
-def launch_command(plan: EntryPlan, job_path: Path, socket_path: Path) -> List[str]:
-    """One Python process, or the placement's ranks under torchrun for distributed engines."""
+def launch_command(plan: EntryPlan, job_path: Path, socket_path: Path,
+                   node: Optional["NodeEntry"] = None) -> List[str]:
+    """One Python process, or the placement's ranks under torchrun for distributed engines: this node's share of
+    them, joining the other nodes' at node 0's rendezvous, for an entry on more than one node."""
     worker = ["-m", "harness.run.worker", str(job_path), str(socket_path)]
     if not plan.backend_cls.distributed:
         return [sys.executable, *worker]
-    ranks = plan.placement.num_ranks
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks),
+    p = plan.placement
+    if node is not None:
+        return torchrun_command(p.nodes, p.ranks_per_node, node.control.endpoint, node.entry,
+                                node.control.cluster.join_timeout_s, str(job_path), str(socket_path))
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(p.num_ranks),
             "--master-port", str(free_port()), *worker]
 
 
@@ -98,7 +102,7 @@ class WorkerRun:
     """
 
     def __init__(self, job: WorkerJob, emit: Callable[[PointResult], None], log_path: Path, load_timeout_s: float,
-                 point_timeout_s: float, notices: Optional[WaitNotices] = None):
+                 point_timeout_s: float, notices: Optional[WaitNotices] = None, control: Optional[NodeControl] = None):
         self.emit, self.log_path = emit, log_path
         self.notices = notices or WaitNotices(job.plan.label, lambda text: None)
         self.load_timeout_s, self.point_timeout_s = load_timeout_s, point_timeout_s
@@ -116,9 +120,10 @@ class WorkerRun:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.state.stamp("spawned")
         self.env = _worker_env(job.plan)
+        self.node = NodeEntry(control, control.reserve()) if job.plan.placement.nodes > 1 and control else None
         with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(launch_command(job.plan, job_path, socket_path), cwd=REPO, stdout=log,
-                                         stderr=log, env=self.env, start_new_session=True)
+            self.proc = subprocess.Popen(launch_command(job.plan, job_path, socket_path, self.node), cwd=REPO,
+                                         stdout=log, stderr=log, env=self.env, start_new_session=True)
         self._ended = False
 
     def run(self, previous: Optional["WorkerRun"] = None) -> bool:
@@ -129,6 +134,11 @@ class WorkerRun:
             previous.end()
         state.stamp("gate_open")
         self.gate.touch()
+        if self.node is not None:
+            self.notices.begin("the other nodes' agents")
+            state.failure = self._post_to_other_nodes()
+            if state.failure:
+                return False
         self.notices.begin("its worker to start")
         self.conn = _accept(self.listener, self.proc, state, self.load_timeout_s, self.notices)
         self.listener.close()
@@ -138,6 +148,14 @@ class WorkerRun:
                        self.notices, until_reported=True)
         self.notices.end()
         return self.conn is not None and state.failure is None and state.all_reported
+
+    def _post_to_other_nodes(self) -> Optional[str]:
+        p, plan = self.job.plan.placement, self.job.plan
+        backend_env = plan.backend_cls.launch_env(plan.options, p)
+        why = self.node.control.post(self.node.entry, plan.label, p.nodes, p.ranks_per_node, backend_env,
+                                     pickle.dumps(self.job))
+        self.node.posted = why is None
+        return why
 
     def end(self, abandon: bool = False) -> Dict[str, object]:
         """Let a finished worker close its engine and exit (torchrun then writes which rank failed, and how), stop
@@ -157,10 +175,12 @@ class WorkerRun:
         finally:
             self.listener.close()
             _stop(self.proc, graceful=state.failure is None)
+            nodes = self.node.other_nodes(self.job.plan.placement.nodes, state.failure is not None or
+                                          self.proc.returncode != 0) if self.node else {}
             state.stamp("exited")
             self._tmp.cleanup()
         if not abandon:
-            _report_unfinished(self.job, state, self.emit, _exit_reason(self.proc, state, self.log_path),
+            _report_unfinished(self.job, state, self.emit, _exit_reason(self.proc, state, self.log_path, nodes),
                                self.log_path)
         self.runtime.update(state.info, environment=engine_environment(self.env), time_budget_s=state.time_budget())
         return self.runtime
@@ -261,33 +281,9 @@ def _stop(proc: subprocess.Popen, graceful: bool) -> None:
     end_group(proc, exit_s=CHILDREN_EXIT_S if graceful else 0.0, term_s=10.0)
 
 
-def _exit_reason(proc: subprocess.Popen, state: Supervision, log_path: Path) -> str:
-    if state.failure:
-        return state.failure
-    rank = _failed_rank(log_path)
-    if rank:
-        return f"died (rank {rank[0]}: {_describe_exit(rank[1])})"
-    return f"died ({_describe_exit(proc.returncode)})"
-
-
-def _describe_exit(code: Optional[int]) -> str:
-    if code is not None and code < 0:
-        return signal.Signals(-code).name
-    return f"exit code {code}"
-
-
-def _failed_rank(log_path: Path) -> Optional[tuple]:
-    """torchrun's failure summary, its "Root Cause" block ("rank : 1 ..." then "exitcode : -11"): which rank, how.
-
-    The other ranks show up there too, killed by torchrun with SIGTERM; the root cause is the one that matters.
-    """
-    try:
-        tail = log_path.read_text(errors="replace")[-20000:]
-    except OSError:
-        return None
-    tail = tail[tail.rfind("Root Cause"):] if "Root Cause" in tail else tail
-    found = re.findall(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)", tail)
-    return (int(found[0][0]), int(found[0][1])) if found else None
+def _exit_reason(proc: subprocess.Popen, state: Supervision, log_path: Path, other_nodes: Dict[int, dict]) -> str:
+    """Why the worker stopped early: node 0's own reason, or which rank died how (and on which node)."""
+    return state.failure or f"died ({first_failure(proc.returncode, log_path, other_nodes)})"
 
 
 def _report_unfinished(job: WorkerJob, state: Supervision, emit, reason: str, log_path: Path) -> None:

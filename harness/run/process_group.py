@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Optional
 
 POLL_S = 0.05
 
@@ -61,6 +62,13 @@ def end_group(proc: subprocess.Popen, exit_s: float, term_s: float, kill_s: floa
         proc.wait(timeout=kill_s)
     except subprocess.TimeoutExpired:
         pass
+
+
+def describe_exit(code: Optional[int]) -> str:
+    """`SIGSEGV` for a process a signal ended, `exit code 3` for one that exited."""
+    if code is not None and code < 0:
+        return signal.Signals(-code).name
+    return f"exit code {code}"
 
 
 def die_with_parent() -> None:

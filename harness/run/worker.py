@@ -1,8 +1,9 @@
 """The worker process of one backend entry: `python -m harness.run.worker JOB.pkl SOCKET` (or each rank under torchrun).
 
 It loads the model once, runs the entry's points with the same `EntryRunner` as in-process
-runs, and reports every event to the parent over a Unix socket. Only rank 0 reports; the
-other ranks run the same batches (same seeded inputs) so collective ops line up.
+runs, and reports every event to the parent over a Unix socket. Only node 0's first local rank reports (a c10d
+rendezvous may number another node's ranks first); the other ranks run the same batches (same seeded inputs) so
+collective ops line up. Another node's ranks get SOCKET `-` (harness/run/node_agent.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ GATE_POLL_S = 0.02
 FAULT_ENV = "BENCH_INJECT_FAULT"  # tests only: "KIND@LABEL/RANK/WHEN", WHEN a batch size, "load" or "close";
 # KIND segv | hang | exit | slow (SLOW_FAULT_S seconds)
 SLOW_FAULT_S = 8.0
+OTHER_NODE = "-"  # the SOCKET of ranks on a node other than node 0: they report nothing
 
 
 @dataclass
@@ -113,13 +115,16 @@ def main(job_path: str, socket_path: str) -> int:
     quiet_import_noise()
     die_with_parent()
     rank = int(os.environ.get("RANK", "0"))
+    node_zero = socket_path != OTHER_NODE
     # Connect before unpickling the job: that imports the engine's module (transformers, vLLM), seconds the
     # parent should count as loading, not as a worker that never started.
-    conn: Optional[object] = Client(socket_path, family="AF_UNIX") if rank == 0 else None
+    reports = node_zero and os.environ.get("LOCAL_RANK", "0") == "0"
+    conn: Optional[object] = Client(socket_path, family="AF_UNIX") if reports else None
     connected = time.monotonic()
     with open(job_path, "rb") as f:
         job: WorkerJob = pickle.load(f)
-    events = ChannelEvents(conn, job.context.backend, rank, job.load_gate)
+    # Another node's agent starts its ranks only once node 0's previous entry has ended (the gate is node 0's).
+    events = ChannelEvents(conn, job.context.backend, rank, job.load_gate if node_zero else None)
     events._send("connected", at=connected)
     EntryRunner(job.plan, job.model, job.config, job.context, events).run(job.done)
     events._send("done")

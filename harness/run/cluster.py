@@ -1,0 +1,199 @@
+"""Entries across machines: node 0's end of the rendezvous (docs/measurement.md, "More than one node").
+
+This machine (node 0) plans the sweep, writes every row and hosts one torch.distributed TCPStore at
+`cluster.rendezvous`. Every other node runs an agent (`benchmark.py --node-agent HOST:PORT`, harness/run/node_agent.py)
+that joins that store and waits there for its next entry. For an entry with `nodes` above 1, node 0 posts the entry
+(the worker job and how to start its ranks) to the store; each agent it needs starts one torchrun agent, and so does
+node 0, all of them joining one c10d rendezvous on the same store (`--rdzv-id` per entry). Only node 0's first local
+rank reports (harness/run/worker.py); each agent posts how its ranks ended, and stops them when node 0 says the entry
+failed, so nothing is left running on any node.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from harness.config.cluster import ClusterConfig
+from harness.errors import UserError
+from harness.run.process_group import describe_exit, end_group
+
+REPO = Path(__file__).resolve().parents[2]
+POLL_S = 0.5
+EXIT_REPORT_S = 30.0  # how long node 0 waits for the other nodes to say how an entry's ranks ended
+STORE_CALL_S = 60.0  # one store call's timeout (waits for a key use their own)
+
+
+def store_timeout(seconds: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=seconds)
+
+
+def torchrun_command(nodes: int, ranks_per_node: int, endpoint: str, entry: int, join_timeout_s: float,
+                     job_path: str, socket_path: str) -> List[str]:
+    """One node's torchrun agent for an entry: every node's joins the c10d rendezvous on node 0's store (none hosts
+    its own: `is_host=false`), entry `entry`'s round of it."""
+    return [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nodes), "--nproc-per-node",
+            str(ranks_per_node), "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", f"entry{entry}",
+            "--rdzv-conf", f"is_host=false,join_timeout={int(join_timeout_s)}", "--max-restarts", "0",
+            "-m", "harness.run.worker", job_path, socket_path]
+
+
+class NodeControl:
+    """Node 0's side: the store, the entries posted to it, and (node_agents: local) the agents it started here."""
+
+    def __init__(self, cluster: ClusterConfig, log_dir: Path):
+        from torch.distributed import TCPStore
+
+        self.cluster = cluster
+        host, port = cluster.endpoint
+        self.endpoint = f"{host}:{port}"
+        try:
+            self.store = TCPStore(host, port, is_master=True, wait_for_workers=False, multi_tenant=True,
+                                  timeout=store_timeout(STORE_CALL_S))
+        except RuntimeError as e:
+            raise UserError(f"cluster.rendezvous: cannot host the store at {self.endpoint}: "
+                            f"{str(e).splitlines()[0]}") from None
+        self.entries = 0
+        self.unposted: set = set()
+        self.local_agents: List[subprocess.Popen] = []
+        if cluster.node_agents == "local":
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self.local_agents = [start_local_agent(self.endpoint, k, log_dir) for k in range(1, cluster.nodes)]
+
+    def reserve(self) -> int:
+        """The next entry's number, before its torchrun agent here starts (its rendezvous id)."""
+        self.entries += 1
+        self.unposted.add(self.entries - 1)
+        return self.entries - 1
+
+    def post(self, entry: int, label: str, nodes: int, ranks_per_node: int, env: Dict[str, str],
+             job: bytes) -> Optional[str]:
+        """Post `entry` to nodes 1..nodes-1 once their agents have joined; None, or why it cannot start."""
+        self.unposted.discard(entry)
+        missing = self._wait_agents(nodes)
+        if missing:
+            self.store.set(f"cmd/{entry}", json.dumps({"kind": "skip"}))
+            return missing
+        self.store.set(f"job/{entry}", job)
+        self.store.set(f"cmd/{entry}", json.dumps({"kind": "run", "label": label, "nodes": nodes,
+                                                   "ranks_per_node": ranks_per_node, "env": env,
+                                                   "join_timeout_s": self.cluster.join_timeout_s}))
+        return None
+
+    def _wait_agents(self, nodes: int) -> Optional[str]:
+        keys = [f"agent/{k}" for k in range(1, nodes)]
+        try:
+            self.store.wait(keys, store_timeout(self.cluster.join_timeout_s))
+        except RuntimeError:
+            absent = [k for k in range(1, nodes) if not self.store.check([f"agent/{k}"])]
+            return (f"node {absent[0]}'s agent did not join the rendezvous at {self.endpoint} within "
+                    f"{self.cluster.join_timeout_s:.0f} s (cluster.join_timeout_s); on that node run: python "
+                    f"benchmark.py --node-agent {self.endpoint} --node-rank {absent[0]}")
+        return None
+
+    def abort(self, entry: int) -> None:
+        """Tell every agent running `entry` to stop its ranks now (node 0's failed or hung)."""
+        self.store.set(f"abort/{entry}", "1")
+
+    def outcomes(self, entry: int, nodes: int, wait_s: float = EXIT_REPORT_S) -> Dict[int, dict]:
+        """How each other node's ranks of `entry` ended, as its agent reported ({} for an agent that has not)."""
+        deadline = time.monotonic() + wait_s
+        found: Dict[int, dict] = {}
+        while True:
+            for k in range(1, nodes):
+                key = f"exit/{entry}/{k}"
+                if k not in found and self.store.check([key]):
+                    found[k] = json.loads(self.store.get(key))
+            if len(found) == nodes - 1 or time.monotonic() > deadline:
+                return found
+            time.sleep(POLL_S)
+
+    def close(self) -> None:
+        """Tell every agent the sweep is over, and end the ones started here."""
+        for entry in self.unposted:  # reserved, then interrupted before its turn
+            self.store.set(f"cmd/{entry}", json.dumps({"kind": "skip"}))
+        self.store.set(f"cmd/{self.entries}", json.dumps({"kind": "stop"}))
+        for agent in self.local_agents:
+            end_group(agent, exit_s=EXIT_REPORT_S, term_s=10.0)
+
+
+@dataclass
+class NodeEntry:
+    """An entry on more than one node, as node 0 runs it: its number at the rendezvous, and whether the other nodes
+    have it."""
+
+    control: NodeControl
+    entry: int
+    posted: bool = False
+
+    def other_nodes(self, nodes: int, failed: bool) -> Dict[int, dict]:
+        """Once node 0's ranks have ended: stop the other nodes' where node 0's failed, or where they do not end by
+        themselves; how each node's ranks ended, as its agent reported."""
+        if not self.posted:
+            return {}
+        if failed:
+            self.control.abort(self.entry)
+        found = self.control.outcomes(self.entry, nodes)
+        if len(found) < nodes - 1:
+            self.control.abort(self.entry)
+            found = self.control.outcomes(self.entry, nodes)
+        return found
+
+
+def first_failure(returncode: Optional[int], log_path: Path, other_nodes: Dict[int, dict]) -> str:
+    """Which rank died how: `rank 1: SIGSEGV`, or on more than one node `node 1 (host), rank 1: SIGSEGV`. When one
+    rank dies the others' collectives fail after it, so a rank killed by a signal is named before one that exited with
+    an error, node 0's before another's."""
+    failures = [(0, "", failed_rank(log_path) or [None, returncode])]
+    failures += [(k, f" ({o['host']})", o.get("failed_rank") or [None, o["returncode"]])
+                 for k, o in sorted(other_nodes.items()) if o["returncode"] and not o["aborted"]]
+    failures = [f for f in failures if f[2][1]]
+    if not failures:
+        return describe_exit(returncode)
+    k, host, (rank, code) = min(failures, key=lambda f: (f[2][1] >= 0, f[0]))
+    where = f"node {k}{host}, " if other_nodes or k else ""
+    return f"{where}rank {rank}: {describe_exit(code)}" if rank is not None else f"{where}{describe_exit(code)}"
+
+
+def open_control(cluster: ClusterConfig, plans: list, log_dir: Path) -> Optional[NodeControl]:
+    """Node 0's store, where some entry to run spans more than one node; else None."""
+    if not any(plan.placement.nodes > 1 and any(pp.skip_reason is None for pp in plan.points) for plan in plans):
+        return None
+    return NodeControl(cluster, log_dir)
+
+
+def start_local_agent(endpoint: str, node_rank: int, log_dir: Path) -> subprocess.Popen:
+    """A node on loopback: this machine runs node `node_rank`'s agent too, in its own process group, its ranks'
+    output in `log_dir` beside node 0's."""
+    command = [sys.executable, str(REPO / "benchmark.py"), "--node-agent", endpoint, "--node-rank", str(node_rank),
+               "--log-dir", str(log_dir)]
+    with open(log_dir / f"node{node_rank}-agent.log", "ab") as log:
+        return subprocess.Popen(command, cwd=REPO, start_new_session=True, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=log)
+
+
+def failed_rank(log_path: Path) -> Optional[list]:
+    """torchrun's failure summary, its "Root Cause" block ("rank : 1 ..." then "exitcode : -11"): [rank, exit code].
+
+    The other ranks show up there too, killed by torchrun with SIGTERM; the root cause is the one that matters.
+    """
+    try:
+        tail = log_path.read_text(errors="replace")[-20000:]
+    except OSError:
+        return None
+    tail = tail[tail.rfind("Root Cause"):] if "Root Cause" in tail else tail
+    found = re.findall(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)", tail)
+    return [int(found[0][0]), int(found[0][1])] if found else None
+
+
+def this_host() -> str:
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()

@@ -1,0 +1,105 @@
+"""A node other than node 0: `python benchmark.py --node-agent HOST:PORT [--node-rank K]` (harness/run/cluster.py).
+
+It joins node 0's store and runs, entry after entry, what node 0 posts there: for each entry that spans this node, one
+torchrun agent whose ranks join the entry's c10d rendezvous; it waits for them to end (all of them: their process
+group) before taking the next entry, so no two entries' engines share this node. It reports how the ranks ended, stops
+them when node 0 says the entry failed, and exits when node 0 says the sweep is over or is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+from harness.errors import UserError
+from harness.run.cluster import POLL_S, REPO, STORE_CALL_S, failed_rank, store_timeout, this_host, torchrun_command
+from harness.run.process_group import die_with_parent, end_group
+from harness.run.worker import OTHER_NODE
+
+NODE_RANK_VARS = ("SLURM_NODEID", "NODE_RANK", "GROUP_RANK")  # Slurm's srun, the MosaicML platform, torchrun
+WAIT_CMD_S = 5.0  # one wait for node 0's next entry: then check that node 0 is still there and wait again
+
+
+def node_rank_from_env() -> Optional[int]:
+    for name in NODE_RANK_VARS:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return None
+
+
+def run_agent(endpoint: str, node_rank: Optional[int], join_timeout_s: float, log_dir: Optional[Path]) -> int:
+    """The agent's loop; 0 when node 0 said the sweep is over, 1 when node 0 went away first."""
+    from torch.distributed import DistNetworkError, DistStoreError, TCPStore
+
+    rank = node_rank if node_rank is not None else node_rank_from_env()
+    if rank is None or rank < 1:
+        raise UserError(f"--node-rank: node 0 runs the sweep itself; an agent needs its node rank, 1 or more "
+                        f"(or {', '.join(NODE_RANK_VARS)} set), got {rank}")
+    host, _, port = endpoint.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--node-agent: {endpoint!r} is not HOST:PORT (node 0's cluster.rendezvous)")
+    die_with_parent()
+    try:
+        store = TCPStore(host.strip("[]"), int(port), is_master=False, timeout=store_timeout(join_timeout_s))
+    except DistNetworkError:
+        raise UserError(f"--node-agent: no rendezvous at {endpoint} within {join_timeout_s:.0f} s (is node 0's "
+                        "sweep running, with cluster.rendezvous set to it?)") from None
+    store.set_timeout(store_timeout(STORE_CALL_S))
+    store.set(f"agent/{rank}", this_host())
+    print(f"node {rank} ({this_host()}): joined {endpoint}", flush=True)
+    entry = 0
+    while True:
+        try:
+            store.wait([f"cmd/{entry}"], store_timeout(WAIT_CMD_S))
+        except DistStoreError:
+            continue  # not posted yet: node 0 is running an entry of its own, or planning
+        except DistNetworkError:
+            print(f"node {rank}: node 0's store at {endpoint} is gone; stopping", flush=True)
+            return 1
+        command = json.loads(store.get(f"cmd/{entry}"))
+        if command["kind"] == "stop":
+            print(f"node {rank}: the sweep is over", flush=True)
+            return 0
+        if command["kind"] == "run" and rank < command["nodes"]:
+            outcome = run_entry(store, endpoint, entry, rank, command, log_dir)
+            store.set(f"exit/{entry}/{rank}", json.dumps(outcome))
+        entry += 1
+
+
+def run_entry(store, endpoint: str, entry: int, rank: int, command: dict, log_dir: Optional[Path]) -> dict:
+    """This node's ranks of one entry, until they end or node 0 aborts the entry; how they ended."""
+    with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
+        job_path = Path(tmp) / "job.pkl"
+        job_path.write_bytes(store.get(f"job/{entry}"))
+        argv = torchrun_command(command["nodes"], command["ranks_per_node"], endpoint, entry,
+                                command["join_timeout_s"], str(job_path), OTHER_NODE)
+        env = {**os.environ, **command["env"],
+               "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+        log_path = Path(log_dir or tmp) / f"{command.get('label', f'entry{entry}')}.node{rank}.log"
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=log, start_new_session=True)
+            aborted = _wait(store, proc, entry)
+        end_group(proc, exit_s=0.0 if aborted else 10.0, term_s=10.0)
+        outcome = {"host": this_host(), "returncode": proc.returncode, "aborted": aborted,
+                   "failed_rank": failed_rank(log_path)}
+        if log_dir is None:  # the scheduler's output holds this node's log
+            sys.stdout.write(log_path.read_text(errors="replace"))
+    return outcome
+
+
+def _wait(store, proc: subprocess.Popen, entry: int) -> bool:
+    """Until this node's torchrun agent exits (False) or node 0 aborts the entry (True)."""
+    while proc.poll() is None:
+        try:
+            if store.check([f"abort/{entry}"]):
+                return True
+        except RuntimeError:  # node 0 is gone: nothing will report these ranks' work
+            return True
+        time.sleep(POLL_S)
+    return False
