@@ -32,6 +32,16 @@ def is_oom(e: BaseException) -> bool:
     return isinstance(e, RuntimeError) and "can't allocate memory" in str(e)
 
 
+# What gloo and NCCL say when a collective's peer is gone (its rank died, perhaps on another node).
+LOST_PEER_MARKERS = ("Connection reset by peer", "Connection closed by peer", "NCCL communicator was aborted")
+
+
+def lost_peer(e: BaseException) -> bool:
+    """A collective failed because another rank is gone: the ranks can no longer step together, so the worker
+    must end (its launcher then says which rank died how) rather than report the point and go on."""
+    return isinstance(e, RuntimeError) and any(marker in str(e) for marker in LOST_PEER_MARKERS)
+
+
 def one_line(e: BaseException) -> str:
     text = " ".join(str(e).split())
     return f"{type(e).__name__}: {text}"[:500] if text else type(e).__name__

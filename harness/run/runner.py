@@ -16,7 +16,7 @@ import time
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from harness.config.sweep import SweepConfig
-from harness.errors import ShortOutputError, is_oom, one_line
+from harness.errors import ShortOutputError, is_oom, lost_peer, one_line
 from harness.measure import stats
 from harness.measure.energy import EnergyMeter
 from harness.measure.metrics import slo_met, summarize_stream
@@ -197,6 +197,8 @@ class EntryRunner:
         except StreamFailed as e:  # its message says what failed; its requests are kept
             return self._result(pp, "error", " ".join(str(e).split())[:500], stream=e.timing)
         except Exception as e:
+            if lost_peer(e):
+                raise
             if not is_oom(e):
                 return self._result(pp, "error", one_line(e))
             result = self._result(pp, "oom", one_line(e))

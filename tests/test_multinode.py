@@ -1,0 +1,116 @@
+"""More than one node, on loopback: a DeepSpeed TP entry as two nodes (node 0's torchrun agent and node 1's, started
+by the agent the harness starts here, one c10d rendezvous on 127.0.0.1), its tokens against hf's; a rank lost on one
+node, an agent that never joins, and the checks on `nodes` and `cluster`."""
+
+import os
+
+import pytest
+
+from backends.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
+from harness.config.cluster import ClusterConfig, validate_cluster
+from harness.errors import UserError
+from harness.run.cluster import first_failure
+from harness.run.node_agent import NODE_RANK_VARS
+from harness.run.process_group import free_port
+from tests.conftest import run_benchmark
+from tests.contract import assert_csv_contract, processes_with, rows, run_marked, write_sweep
+
+TWO_NODES = "{name: deepspeed, device: cpu, tp_size: 2, nodes: 2}"
+
+
+def cluster_sweep(path, backends: str, agents: str = "local", join_timeout_s: float = 120, **kwargs):
+    yaml = write_sweep(path, backends, **kwargs)
+    with open(yaml, "a") as f:
+        f.write(f"cluster: {{nodes: 2, node_agents: {agents}, rendezvous: '127.0.0.1:{free_port()}', "
+                f"join_timeout_s: {join_timeout_s}}}\n")
+    return yaml
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("multinode")
+    yaml = cluster_sweep(tmp / "two.yaml", "{name: hf, device: cpu}, " + TWO_NODES, input_lengths="[16]")
+    proc, marker = run_marked(yaml, "--output-dir", tmp / "out")
+    return proc, tmp / "out", marker
+
+
+def test_two_nodes_on_loopback_match_hf_token_for_token(sweep):
+    proc, out, marker = sweep
+    assert proc.returncode == 0, proc.stderr
+    assert_csv_contract(out, "deepspeed", points=4, num_batches=2, num_devices=2, tp_size=2)
+    ds = [r for r in rows(out / "results.csv") if r["backend"] == "deepspeed"]
+    assert {(r["status"], r["nodes"], r["pp_size"]) for r in ds} == {("ok", "2", "1")}
+    assert {float(r["tokens_identical_share"]) for r in ds if int(r["output_length"]) > 1} == {1.0}
+    logs = out / "logs"
+    assert "joined" in (logs / "node1-agent.log").read_text()  # node 1's ranks ran through its own agent
+    assert (logs / "deepspeed.node1.log").exists()
+    assert not processes_with(marker)  # the agent it started ended with the sweep
+
+
+def test_a_rank_lost_on_either_node_ends_the_entry_and_leaves_nothing_running(tmp_path):
+    yaml = cluster_sweep(tmp_path / "two.yaml", TWO_NODES, batch_sizes="[1, 4, 8]", input_lengths="[16]",
+                         output_lengths="[8]")
+    proc, marker = run_marked(yaml, "--output-dir", tmp_path / "out", fault="segv@deepspeed/1/4")
+    assert proc.returncode == 1, proc.stderr
+    by_batch = {int(r["batch_size"]): r for r in rows(tmp_path / "out" / "results.csv")}
+    assert by_batch[1]["status"] == "ok"
+    error = by_batch[4]["error"]
+    # Global rank 1 is on node 0 or node 1 (c10d numbers the nodes as they join): the row names which.
+    assert by_batch[4]["status"] == "error" and "rank 1: SIGSEGV" in error and "during this point" in error, error
+    assert error.startswith(("worker died (node 0, rank 1", "worker died (node 1 (")), error
+    assert by_batch[8]["error"].startswith("not run: the deepspeed worker")
+    assert not processes_with(marker)
+
+
+def test_an_agent_that_never_joins_costs_the_entry_error_rows_naming_the_node(tmp_path):
+    yaml = cluster_sweep(tmp_path / "two.yaml", TWO_NODES, agents="external", join_timeout_s=2,
+                         batch_sizes="[1]", input_lengths="[16]", output_lengths="[2]")
+    proc, marker = run_marked(yaml, "--output-dir", tmp_path / "out")
+    assert proc.returncode == 1, proc.stderr
+    (row,) = rows(tmp_path / "out" / "results.csv")
+    assert row["status"] == "error" and "node 1's agent did not join the rendezvous at 127.0.0.1:" in row["error"]
+    assert "within 2 s" in row["error"] and "--node-agent" in row["error"]
+    assert not processes_with(marker)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--node-agent", "127.0.0.1:1"], "--node-rank: node 0 runs the sweep itself"),
+    (["--node-agent", "nohost", "--node-rank", "1"], "--node-agent: 'nohost' is not HOST:PORT"),
+    (["--node-rank", "1"], "--node-rank, --log-dir: only with --node-agent HOST:PORT"),
+])
+def test_agent_command_line_errors_are_one_line(args, message):
+    env = {k: v for k, v in os.environ.items() if k not in NODE_RANK_VARS}
+    proc = run_benchmark(*args, env=env)
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: {message}"), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_nodes_split_the_ranks_and_count_per_node():
+    options = DeepSpeedOptions(name="deepspeed", device="cpu", tp_size=4, nodes=2)
+    placement = DeepSpeedBackend.resolve_placement(options)
+    assert (placement.num_devices, placement.nodes, placement.ranks_per_node, placement.devices_per_node) == \
+        (4, 2, 2, 2)
+    assert DeepSpeedBackend.launch_env(options, placement)["LOCAL_SIZE"] == "2"
+    with pytest.raises(UserError, match=r"backends\[0\]\.tp_size: 3 ranks do not split evenly over nodes: 2"):
+        DeepSpeedOptions(name="deepspeed", tp_size=3, nodes=2).validate("backends[0]")
+
+
+@pytest.mark.parametrize("cluster,message", [
+    (ClusterConfig(nodes=1), r"backends\[0\]\.nodes: 2, but cluster\.nodes is 1"),
+    (ClusterConfig(nodes=2), r"cluster\.rendezvous: required with cluster\.nodes above 1"),
+    (ClusterConfig(nodes=2, rendezvous="node1"), r"cluster\.rendezvous: 'node1' is not HOST:PORT"),
+    (ClusterConfig(nodes=2, node_agents="ssh"), r"cluster\.node_agents: 'ssh' is not one of external, local"),
+])
+def test_cluster_checks_name_the_key(cluster, message):
+    with pytest.raises(UserError, match=message):
+        validate_cluster(cluster, [DeepSpeedOptions(name="deepspeed", nodes=2)], ["backends[0]"])
+
+
+def test_the_root_cause_is_named_before_the_ranks_it_took_down(tmp_path):
+    log = tmp_path / "node0.log"
+    log.write_text("Root Cause (first observed failure):\n[0]:\n  rank      : 0 (local_rank: 0)\n  exitcode  : 1\n")
+    crashed = {1: {"host": "b", "returncode": 1, "aborted": False, "failed_rank": [3, -11]}}
+    assert first_failure(1, log, crashed) == "node 1 (b), rank 3: SIGSEGV"
+    stopped = {1: {"host": "b", "returncode": -15, "aborted": True, "failed_rank": None}}
+    assert first_failure(1, log, stopped) == "node 0, rank 0: exit code 1"
+    assert first_failure(-11, tmp_path / "missing.log", {}) == "SIGSEGV"
