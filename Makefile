@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization test test-gpu overhead overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -40,6 +40,10 @@ demo-speculative: setup
 demo-quantization: setup
 	$(PY) benchmark.py yamls/cpu-quantization.yaml
 
+# More than one node on one machine: DeepSpeed TP as two nodes on loopback (two torchrun agents, one c10d rendezvous).
+demo-multinode: setup
+	$(PY) benchmark.py yamls/cpu-multinode.yaml
+
 # The layers of docs/architecture.md first (import-linter, a few seconds), then the suite.
 test: setup
 	$(VENV)/bin/lint-imports --no-cache
@@ -49,6 +53,11 @@ test: setup
 # cross-check, allocator peak memory, NVML energy), and the overhead check on cuda (1.00 +/- 0.02). Skips without CUDA.
 test-gpu: setup
 	$(PY) -m pytest tests/gpu -m gpu
+
+# A single-host Slurm cluster (two node names on loopback; slurm-wlm and munge installed where missing, as root):
+# a two-node sweep submitted with --slurm --submit, run and collected; everything it starts is stopped.
+test-slurm: setup
+	BENCH_SLURM_CLUSTER=1 $(PY) -m pytest tests/test_slurm_cluster.py -m slurm
 
 # Harness latency over a bare `generate` loop, alternated in one process (target 1.00 +/- 0.03).
 overhead: setup

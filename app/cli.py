@@ -33,6 +33,8 @@ from workloads.base import Workload
 from workloads.registry import WORKLOADS, build_workload
 
 RESULTS_ROOT = Path(__file__).resolve().parent.parent / "results"
+JOB_RENDEZVOUS = "node0:29400"  # placeholders: each template's job sets its own (scheduler_overrides)
+SCHEDULER_NODES = 4096
 AGENT_JOIN_TIMEOUT_S = 600.0  # an agent may start well before node 0 has planned and opened its rendezvous
 
 
@@ -62,8 +64,13 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     remote = parser.add_argument_group("MosaicML platform")
     remote.add_argument("--mcli", action="append", type=Path, metavar="TEMPLATE",
                         help="build a platform run from this compute template (repeatable); prints it unless --submit")
-    remote.add_argument("--submit", action="store_true", help="with --mcli: submit the runs")
-    remote.add_argument("--collect", nargs="+", metavar="RUN", help="rebuild results folders from runs' logs")
+    remote.add_argument("--slurm", action="append", type=Path, metavar="TEMPLATE",
+                        help="build an sbatch script from this Slurm template (repeatable); prints it unless --submit")
+    remote.add_argument("--submit", action="store_true", help="with --mcli: submit the runs; with --slurm: sbatch "
+                        "the scripts")
+    remote.add_argument("--collect", nargs="+", metavar="RUN",
+                        help="rebuild results folders from platform runs' logs, or bring Slurm jobs' results home "
+                        "(job ids)")
     remote.add_argument("--emit-log-markers", action="store_true",
                         help="print rows and files into the log between markers (what platform runs do)")
     nodes = parser.add_argument_group("More than one node")
@@ -87,15 +94,19 @@ def _check_modes(args: argparse.Namespace) -> None:
     if args.node_rank is not None or args.log_dir is not None:
         raise UserError("--node-rank, --log-dir: only with --node-agent HOST:PORT")
     if args.schema is not None:
-        if args.config or args.collect or args.mcli:
-            raise UserError("--schema: takes an optional SECTION only, no CONFIG, --collect or --mcli")
+        if args.config or args.collect or args.mcli or args.slurm:
+            raise UserError("--schema: takes an optional SECTION only, no CONFIG, --collect, --mcli or --slurm")
         return
-    if args.collect and (args.config or args.mcli):
-        raise UserError("--collect: takes run names only, no CONFIG or --mcli")
+    if args.collect and (args.config or args.mcli or args.slurm):
+        raise UserError("--collect: takes run names or Slurm job ids only, no CONFIG, --mcli or --slurm")
+    if args.collect and len({name.isdigit() for name in args.collect}) > 1:
+        raise UserError("--collect: give platform run names or Slurm job ids (numbers), not both at once")
     if not args.collect and not args.config:
         raise UserError("CONFIG: required, e.g. python benchmark.py yamls/cpu-tiny.yaml")
-    if args.submit and not args.mcli:
-        raise UserError("--submit: needs at least one --mcli TEMPLATE")
+    if args.mcli and args.slurm:
+        raise UserError("--mcli, --slurm: one scheduler per command")
+    if args.submit and not (args.mcli or args.slurm):
+        raise UserError("--submit: needs at least one --mcli or --slurm TEMPLATE")
     if args.resume and not args.output_dir:
         raise UserError("--resume: needs --output-dir DIR, the folder of the sweep to continue")
 
@@ -109,6 +120,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(schema.render(schema.select(schema.sections(BACKENDS, WORKLOADS), args.schema)))
             return 0
         if args.collect:
+            if args.collect[0].isdigit():
+                return collect_slurm(args.collect, args.output_dir or RESULTS_ROOT)
             return collect(args.collect, args.output_dir or RESULTS_ROOT)
         if args.node_agent is not None:
             from harness.run.node_agent import run_agent
@@ -121,10 +134,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             translated = foundry.translate_for_cli(args.config, args.overrides, args.translate_only)
             if translated is None:
                 return 0
-        config = load_config(args.config, args.overrides, BACKENDS, WORKLOADS, raw=translated)
+        config = load_config(args.config, args.overrides + scheduler_overrides(args), BACKENDS, WORKLOADS,
+                             raw=translated)
         models = models_of(config)
         if args.mcli:
             return launch_remote(config, models, args.mcli, args.submit)
+        if args.slurm:
+            return launch_slurm(config, args.slurm, args.submit)
         machine = planned_machine_of(config) if (args.plan or args.dry_run) else None
         if args.plan:
             with planning_for(machine):
@@ -146,7 +162,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     options = SweepOptions(argv, plots=not args.no_plots, control=control)
     if args.emit_log_markers:
-        from mosaic.logmarkers import LogMarkers
+        from harness.measure.logmarkers import LogMarkers
 
         options.observer = LogMarkers()
     return run_sweep(config, plans, out, done, previous, options)
@@ -209,4 +225,46 @@ def collect(run_names: List[str], output_root: Path) -> int:
 
     for folder in mosaic.collect(run_names, output_root):
         console.print(f"{folder}/  (plot with: python -m plots {folder})")
+    return 0
+
+
+def scheduler_overrides(args: argparse.Namespace) -> List[str]:
+    """Under --slurm or --mcli each template's job has the sweep's `cluster`: its nodes, checked against every entry's
+    where the job is built (naming the template), and node 0's address, which only the running job knows (its
+    command sets it). The sweep loads with room for any entry until then."""
+    if not (args.slurm or args.mcli):
+        return []
+    return [f"cluster.nodes={SCHEDULER_NODES}", "cluster.node_agents=external",
+            f"cluster.rendezvous={JOB_RENDEZVOUS}"]
+
+
+def launch_slurm(config: SweepConfig, templates: List[Path], submit: bool) -> int:
+    """One sbatch script per Slurm template; without --submit, printed (exactly what sbatch would get)."""
+    from slurm import jobs
+    from slurm.script import job_name, job_parameters, render_script
+    from slurm.template import hardware_tag, load_template
+
+    tags = [hardware_tag(path) for path in templates]
+    if len(set(tags)) < len(tags):
+        raise UserError("--slurm: two templates give one hardware tag; each template needs its own file name")
+    scripts = []
+    for path in templates:
+        template = load_template(path)
+        parameters = job_parameters(config, to_plain(config), template, path)
+        scripts.append((path, template, job_name(parameters), render_script(parameters, template, path)))
+    if not submit:
+        print("".join(script for *_, script in scripts), end="")
+        return 0
+    for job_id in jobs.submit(scripts, RESULTS_ROOT):
+        console.print(f"submitted Slurm job {job_id}: follow with `squeue -j {job_id}`")
+    console.print("When they finish: python benchmark.py --collect JOBID ...")
+    return 0
+
+
+def collect_slurm(job_ids: List[str], output_root: Path) -> int:
+    from slurm import jobs
+
+    for folder, state in jobs.collect(job_ids, output_root, RESULTS_ROOT):
+        note = "" if state in (None, "COMPLETED") else f"  (job {state}: what it finished)"
+        console.print(f"{folder}/  (plot with: python -m plots {folder}){note}")
     return 0

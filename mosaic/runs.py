@@ -5,7 +5,7 @@
 
 A run gets the whole resolved sweep as its `parameters` (the platform mounts them at PARAMETERS_PATH),
 so what the dry run prints is exactly what runs. Results come home through the run's log (see
-mosaic/logmarkers.py): no object storage or credentials beyond the API key are needed.
+harness/measure/logmarkers.py): no object storage or credentials beyond the API key are needed.
 
 The SDK is imported inside functions: it costs most of a second, and only launches need it. The
 package is `mosaic`: `platform` would shadow the standard library and `mcli` the SDK.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, ge
 
 from harness.config.loading import read_yaml_mapping
 from harness.errors import UserError
-from mosaic import logmarkers
+from harness.measure import logmarkers
 
 if TYPE_CHECKING:
     from mcli import RunConfig
@@ -45,6 +45,7 @@ GIT_REPO_FIELDS = ("integration_type", "git_repo", "git_branch", "git_commit", "
 # The platform's compute.gpu_type -> harness/peaks.yaml's GPU (its SXM parts).
 MCLI_GPU_TYPES = {"a100_40gb": "a100-sxm-40gb", "a100_80gb": "a100-sxm-80gb", "h100_80gb": "h100-sxm",
                   "h200_141gb": "h200", "b200_192gb": "b200"}
+GPUS_PER_NODE = 8  # the platform's nodes: a run of 16 GPUs spans 2 of them
 PLACEHOLDER_OWNER = "YOUR-ORG/"  # the shipped templates' git_repo, until a user names their fork
 NO_API_KEY = ("no MosaicML API key: set MOSAICML_API_KEY or run `mcli set api-key` "
               "(create a key in the MosaicML console)")
@@ -78,6 +79,7 @@ def _build_run_config(config_plain: Dict[str, Any], template: Path) -> "RunConfi
     parameters = copy.deepcopy(config_plain)
     parameters["benchmark_name"] = f"{config_plain['benchmark_name']}-{tag}"
     parameters["hardware"] = template_hardware(raw, parameters.get("hardware") or {})
+    parameters["cluster"] = template_cluster(raw, parameters, template)
     metadata = {**(raw.get("metadata") or {}), "benchmark_name": parameters["benchmark_name"],
                 "template": template.name}
     name = run_name(str(raw["name"]), config_plain["benchmark_name"], tag)
@@ -92,17 +94,40 @@ def template_hardware(raw: Dict[str, Any], hardware: Dict[str, Any]) -> Dict[str
     out = dict(hardware)
     if out.get("gpu") is None and MCLI_GPU_TYPES.get(compute.get("gpu_type")):
         out["gpu"] = MCLI_GPU_TYPES[compute["gpu_type"]]
-        out["num_gpus"] = out.get("num_gpus") or compute.get("gpus")
+        out["num_gpus"] = out.get("num_gpus") or int(compute.get("gpus") or 1) // nodes_of(compute)
     if out.get("cost_per_hour") is None and metadata.get("cost_per_hour") is not None:
         out["cost_per_hour"] = float(metadata["cost_per_hour"])
     return out
 
 
 def template_machine(template: Path) -> Optional[Tuple[str, int]]:
-    """(harness/peaks.yaml GPU name, count) of a template's compute section, None when its gpu_type is unknown."""
+    """(harness/peaks.yaml GPU name, count per node) of a template's compute section, None when its gpu_type is
+    unknown."""
     compute = load_template(template)["compute"]
     gpu = MCLI_GPU_TYPES.get(compute.get("gpu_type"))
-    return (gpu, int(compute.get("gpus") or 1)) if gpu else None
+    return (gpu, int(compute.get("gpus") or 1) // nodes_of(compute)) if gpu else None
+
+
+def nodes_of(compute: Dict[str, Any]) -> int:
+    """Nodes a run's compute spans: `nodes` where set, else its GPUs in the platform's nodes of GPUS_PER_NODE."""
+    if compute.get("nodes"):
+        return int(compute["nodes"])
+    return max(1, -(-int(compute.get("gpus") or 1) // GPUS_PER_NODE))
+
+
+def template_nodes(template: Path) -> int:
+    return nodes_of(load_template(template)["compute"])
+
+
+def template_cluster(raw: Dict[str, Any], parameters: Dict[str, Any], template: Path) -> Dict[str, Any]:
+    """The sweep's `cluster` on the template's nodes; every entry must fit in them. The rendezvous is node 0's address,
+    which only the run knows: the template's command passes it (MASTER_ADDR)."""
+    nodes = nodes_of(raw["compute"])
+    for i, entry in enumerate(parameters.get("backends") or []):
+        if int(entry.get("nodes") or 1) > nodes:
+            raise UserError(f"{template}: compute spans {nodes} node(s), but backends[{i}].nodes is {entry['nodes']} "
+                            "(the run must hold every node an entry runs on)")
+    return {**(parameters.get("cluster") or {}), "nodes": nodes, "node_agents": "external", "rendezvous": None}
 
 
 def load_template(path: Path) -> Dict[str, Any]:
@@ -133,6 +158,10 @@ def check_template(raw: Dict[str, Any], path: Path) -> None:
     if PARAMETERS_PATH not in str(raw["command"]) or "--emit-log-markers" not in str(raw["command"]):
         raise UserError(f"{path}: command: must run `{RUN_COMMAND}` (the run reads its sweep from "
                         f"{PARAMETERS_PATH}, and --collect reads results from the markers it prints)")
+    if nodes_of(raw["compute"]) > 1 and "--node-agent" not in str(raw["command"]):
+        raise UserError(f"{path}: command: compute spans {nodes_of(raw['compute'])} nodes; node 0 must run the sweep "
+                        "with cluster.rendezvous=$MASTER_ADDR:PORT and every other node `python benchmark.py "
+                        "--node-agent $MASTER_ADDR:PORT` (see mcli/h100-x16.yaml)")
 
 
 def _check_fields(mapping: Any, allowed: Sequence[str], prefix: str, path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Tuple
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("app", "backends", "workloads", "plots", "mosaic", "harness")
+PACKAGES = ("app", "backends", "workloads", "plots", "mosaic", "slurm", "harness")
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 MAX_MODULES_PER_PACKAGE = 15
 MAX_FILE_LINES = 350

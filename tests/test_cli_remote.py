@@ -3,7 +3,7 @@
 import yaml
 
 from app.cli import main
-from mosaic import logmarkers
+from harness.measure import logmarkers
 from mosaic import runs as mosaic
 from tests.conftest import REPO, run_benchmark
 
@@ -45,7 +45,8 @@ def test_collect_rebuilds_a_results_folder(tmp_path, monkeypatch, capsys):
 
 def test_collect_takes_no_config(capsys):
     assert main(["yamls/70b.yaml", "--collect", "run-a"]) == 2
-    assert capsys.readouterr().err == "error: --collect: takes run names only, no CONFIG or --mcli\n"
+    assert capsys.readouterr().err == ("error: --collect: takes run names or Slurm job ids only, no CONFIG, --mcli or "
+                                       "--slurm\n")
 
 
 def test_emitted_markers_rebuild_the_files(tmp_path):

@@ -26,7 +26,7 @@ import mcli
 from backends.registry import BACKENDS
 from harness.config.sweep import load_config, to_plain
 from harness.errors import UserError
-from mosaic import logmarkers
+from harness.measure import logmarkers
 from mosaic import runs as platform
 from workloads.registry import WORKLOADS
 
