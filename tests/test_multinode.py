@@ -97,7 +97,6 @@ def test_nodes_split_the_ranks_and_count_per_node():
 
 @pytest.mark.parametrize("cluster,message", [
     (ClusterConfig(nodes=1), r"backends\[0\]\.nodes: 2, but cluster\.nodes is 1"),
-    (ClusterConfig(nodes=2), r"cluster\.rendezvous: required with cluster\.nodes above 1"),
     (ClusterConfig(nodes=2, rendezvous="node1"), r"cluster\.rendezvous: 'node1' is not HOST:PORT"),
     (ClusterConfig(nodes=2, node_agents="ssh"), r"cluster\.node_agents: 'ssh' is not one of external, local"),
 ])
@@ -114,3 +113,11 @@ def test_the_root_cause_is_named_before_the_ranks_it_took_down(tmp_path):
     stopped = {1: {"host": "b", "returncode": -15, "aborted": True, "failed_rank": None}}
     assert first_failure(1, log, stopped) == "node 0, rank 0: exit code 1"
     assert first_failure(-11, tmp_path / "missing.log", {}) == "SIGSEGV"
+
+
+def test_running_on_other_nodes_needs_the_rendezvous_planning_does_not(tmp_path):
+    yaml = write_sweep(tmp_path / "two.yaml", TWO_NODES, batch_sizes="[1]", input_lengths="[16]", output_lengths="[2]")
+    assert run_benchmark(yaml, "cluster.nodes=2", "--dry-run").returncode == 0
+    proc = run_benchmark(yaml, "cluster.nodes=2", "--output-dir", tmp_path / "out")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: cluster.rendezvous: required to run entries on "
+                                                           "more than one node"), proc.stderr

@@ -31,7 +31,7 @@ from tests.contract import rows, write_sweep
 
 # Parameters as their authors publish them (model cards), to the precision given there.
 PUBLISHED_PARAMS = {"mpt-7b": 6.7e9, "mpt-30b": 30e9, "qwen2.5-7b": 7.61e9, "llama-3.1-8b": 8.03e9,
-                    "llama-3.1-70b": 70.6e9, "qwen3-30b-a3b": 30.5e9}
+                    "llama-3.1-70b": 70.6e9, "llama-3.1-405b": 405.8e9, "qwen3-30b-a3b": 30.5e9}
 # How llm-foundry's inference benchmark YAMLs state an MPT (scripts/inference/benchmarking/yamls), shrunk.
 FOUNDRY_MPT = {"d_model": 256, "n_heads": 4, "n_layers": 2, "expansion_ratio": 4, "max_seq_len": 512,
                "vocab_size": 1024}

@@ -47,14 +47,18 @@ def validate_cluster(cluster: ClusterConfig, entries: List[Any], keys: List[str]
         raise UserError(f"cluster.join_timeout_s: must be more than 0 seconds, got {cluster.join_timeout_s}")
     if cluster.rendezvous is not None:
         _check_endpoint(cluster.rendezvous)
-    elif cluster.nodes > 1 and cluster.node_agents == "external":
-        raise UserError("cluster.rendezvous: required with cluster.nodes above 1 and node_agents: external, e.g. "
-                        "rendezvous: node001:29400 (this machine's name as the other nodes reach it)")
     for entry, key in zip(entries, keys):
         nodes = getattr(entry, "nodes", 1)
         if nodes > cluster.nodes:
             raise UserError(f"{key}.nodes: {nodes}, but cluster.nodes is {cluster.nodes} (the machines this sweep "
                             "has; set cluster.nodes, or run it through a --slurm or --mcli template with that many)")
+
+
+def require_rendezvous(cluster: ClusterConfig) -> None:
+    """Before node 0 runs an entry on other nodes (planning needs no address): their agents must know where to go."""
+    if cluster.rendezvous is None and cluster.node_agents == "external":
+        raise UserError("cluster.rendezvous: required to run entries on more than one node with node_agents: "
+                        "external, e.g. rendezvous: node001:29400 (this machine as the other nodes reach it)")
 
 
 def _check_endpoint(text: str) -> None:

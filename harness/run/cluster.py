@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from harness.config.cluster import ClusterConfig
+from harness.config.cluster import ClusterConfig, require_rendezvous
 from harness.errors import UserError
 from harness.run.process_group import describe_exit, end_group
 
@@ -168,6 +168,7 @@ def open_control(cluster: ClusterConfig, plans: list, log_dir: Path) -> Optional
     """Node 0's store, where some entry to run spans more than one node; else None."""
     if not any(plan.placement.nodes > 1 and any(pp.skip_reason is None for pp in plan.points) for plan in plans):
         return None
+    require_rendezvous(cluster)
     return NodeControl(cluster, log_dir)
 
 
