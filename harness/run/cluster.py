@@ -165,11 +165,17 @@ def first_failure(returncode: Optional[int], log_path: Path, other_nodes: Dict[i
 
 
 def open_control(cluster: ClusterConfig, plans: list, log_dir: Path) -> Optional[NodeControl]:
-    """Node 0's store, where some entry to run spans more than one node; else None."""
-    if not any(plan.placement.nodes > 1 and any(pp.skip_reason is None for pp in plan.points) for plan in plans):
+    """Node 0's store, where some entry to run starts ranks on more than one node (torchrun; vLLM's Ray executor
+    places its own); else None."""
+    if not any(spans_nodes(plan) and any(pp.skip_reason is None for pp in plan.points) for plan in plans):
         return None
     require_rendezvous(cluster)
     return NodeControl(cluster, log_dir)
+
+
+def spans_nodes(plan) -> bool:
+    """Whether the harness starts this entry's ranks on other nodes too (its agents do)."""
+    return plan.backend_cls.distributed and plan.placement.nodes > 1
 
 
 def start_local_agent(endpoint: str, node_rank: int, log_dir: Path) -> subprocess.Popen:

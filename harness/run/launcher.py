@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional
 from harness.measure.manifest import engine_environment
 from harness.measure.records import PointResult
 from harness.plan.points import EntryPlan, PlannedPoint
-from harness.run.cluster import NodeControl, NodeEntry, first_failure, torchrun_command
+from harness.run.cluster import NodeControl, NodeEntry, first_failure, spans_nodes, torchrun_command
 from harness.run.process_group import end_group, free_port
 from harness.run.wait_notices import WaitNotices
 from harness.run.worker import WorkerJob
@@ -120,7 +120,7 @@ class WorkerRun:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.state.stamp("spawned")
         self.env = _worker_env(job.plan)
-        self.node = NodeEntry(control, control.reserve()) if job.plan.placement.nodes > 1 and control else None
+        self.node = NodeEntry(control, control.reserve()) if spans_nodes(job.plan) and control else None
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(launch_command(job.plan, job_path, socket_path, self.node), cwd=REPO,
                                          stdout=log, stderr=log, env=self.env, start_new_session=True)
