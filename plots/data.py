@@ -67,13 +67,14 @@ def check_series_columns(columns: Sequence[str]) -> None:
 
 def series_columns(table: pd.DataFrame, requested: Optional[Sequence[str]] = None) -> List[str]:
     """The requested columns (or the defaults), plus the fewest extra ones that make every point unique."""
-    columns = list(requested) if requested else list(DEFAULT_SERIES_COLUMNS)
+    # The defaults a table lacks (the parallel layout, in results from before it was recorded) are left out.
+    columns = list(requested) if requested else [c for c in DEFAULT_SERIES_COLUMNS if c in table.columns]
     check_series_columns(columns)
     point = [c for c in ("scenario", *POINT_COLUMNS, *STREAM_POINT_COLUMNS) if c in table.columns]
     for extra in DISAMBIGUATING_COLUMNS:
         if not table.duplicated(columns + point).any():
             break
-        if extra not in columns:
+        if extra not in columns and extra in table.columns:
             columns.append(extra)
     return columns
 

@@ -25,6 +25,7 @@ from typing import Dict, List, Optional
 
 from harness.config.cluster import ClusterConfig, require_rendezvous
 from harness.errors import UserError
+from harness.model.hardware import usable_cpus
 from harness.run.process_group import describe_exit, end_group
 
 REPO = Path(__file__).resolve().parents[2]
@@ -176,6 +177,15 @@ def open_control(cluster: ClusterConfig, plans: list, log_dir: Path) -> Optional
 def spans_nodes(plan) -> bool:
     """Whether the harness starts this entry's ranks on other nodes too (its agents do)."""
     return plan.backend_cls.distributed and plan.placement.nodes > 1
+
+
+def loopback_env(plan, control: Optional[NodeControl]) -> Dict[str, str]:
+    """Nodes on loopback share this machine's cores: a CPU rank gets its share of all of them, not of a node's (each
+    node's torchrun would otherwise give every rank of its node all the cores, and the ranks would fight for them)."""
+    if control is None or control.cluster.node_agents != "local" or plan.placement.device != "cpu" \
+            or "OMP_NUM_THREADS" in os.environ:
+        return {}
+    return {"OMP_NUM_THREADS": str(max(1, usable_cpus() // plan.placement.num_ranks))}
 
 
 def start_local_agent(endpoint: str, node_rank: int, log_dir: Path) -> subprocess.Popen:

@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional
 from harness.measure.manifest import engine_environment
 from harness.measure.records import PointResult
 from harness.plan.points import EntryPlan, PlannedPoint
-from harness.run.cluster import NodeControl, NodeEntry, first_failure, spans_nodes, torchrun_command
+from harness.run.cluster import NodeControl, NodeEntry, first_failure, loopback_env, spans_nodes, torchrun_command
 from harness.run.process_group import end_group, free_port
 from harness.run.wait_notices import WaitNotices
 from harness.run.worker import WorkerJob
@@ -121,6 +121,7 @@ class WorkerRun:
         self.state.stamp("spawned")
         self.env = _worker_env(job.plan)
         self.node = NodeEntry(control, control.reserve()) if spans_nodes(job.plan) and control else None
+        self.env.update(loopback_env(job.plan, control) if self.node else {})
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(launch_command(job.plan, job_path, socket_path, self.node), cwd=REPO,
                                          stdout=log, stderr=log, env=self.env, start_new_session=True)
@@ -151,7 +152,7 @@ class WorkerRun:
 
     def _post_to_other_nodes(self) -> Optional[str]:
         p, plan = self.job.plan.placement, self.job.plan
-        backend_env = plan.backend_cls.launch_env(plan.options, p)
+        backend_env = {**plan.backend_cls.launch_env(plan.options, p), **loopback_env(plan, self.node.control)}
         why = self.node.control.post(self.node.entry, plan.label, p.nodes, p.ranks_per_node, backend_env,
                                      pickle.dumps(self.job))
         self.node.posted = why is None
