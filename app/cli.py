@@ -81,6 +81,8 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
                        "(default: SLURM_NODEID or NODE_RANK)")
     nodes.add_argument("--log-dir", type=Path, help="with --node-agent: write this node's ranks' output there "
                        "(default: the agent's own output)")
+    nodes.add_argument("--join-timeout-s", type=float, metavar="S", help="with --node-agent: how long to wait for "
+                       f"node 0's rendezvous to open (default {AGENT_JOIN_TIMEOUT_S:.0f})")
     args = parser.parse_intermixed_args(argv)
     _check_modes(args)
     return args
@@ -91,8 +93,8 @@ def _check_modes(args: argparse.Namespace) -> None:
         if args.config or args.collect or args.mcli or args.schema is not None:
             raise UserError("--node-agent: takes --node-rank and --log-dir only; node 0 runs the CONFIG")
         return
-    if args.node_rank is not None or args.log_dir is not None:
-        raise UserError("--node-rank, --log-dir: only with --node-agent HOST:PORT")
+    if args.node_rank is not None or args.log_dir is not None or args.join_timeout_s is not None:
+        raise UserError("--node-rank, --log-dir, --join-timeout-s: only with --node-agent HOST:PORT")
     if args.schema is not None:
         if args.config or args.collect or args.mcli or args.slurm:
             raise UserError("--schema: takes an optional SECTION only, no CONFIG, --collect, --mcli or --slurm")
@@ -126,7 +128,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.node_agent is not None:
             from harness.run.node_agent import run_agent
 
-            return run_agent(args.node_agent, args.node_rank, AGENT_JOIN_TIMEOUT_S, args.log_dir)
+            return run_agent(args.node_agent, args.node_rank, args.join_timeout_s or AGENT_JOIN_TIMEOUT_S,
+                             args.log_dir)
         from app import foundry  # llm-foundry's YAMLs run unchanged: translated first, then loaded as ours
 
         translated = None

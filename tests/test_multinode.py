@@ -3,6 +3,11 @@ by the agent the harness starts here, one c10d rendezvous on 127.0.0.1), its tok
 node, an agent that never joins, and the checks on `nodes` and `cluster`."""
 
 import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
 
 import pytest
 
@@ -13,8 +18,8 @@ from harness.errors import UserError
 from harness.run.cluster import first_failure
 from harness.run.node_agent import NODE_RANK_VARS
 from harness.run.process_group import free_port
-from tests.conftest import run_benchmark
-from tests.contract import assert_csv_contract, processes_with, rows, run_marked, write_sweep
+from tests.conftest import REPO, run_benchmark
+from tests.contract import MARKER, assert_csv_contract, processes_with, rows, run_marked, write_sweep
 
 TWO_NODES = "{name: deepspeed, device: cpu, tp_size: 2, nodes: 2}"
 
@@ -77,7 +82,9 @@ def test_an_agent_that_never_joins_costs_the_entry_error_rows_naming_the_node(tm
 @pytest.mark.parametrize("args,message", [
     (["--node-agent", "127.0.0.1:1"], "--node-rank: node 0 runs the sweep itself"),
     (["--node-agent", "nohost", "--node-rank", "1"], "--node-agent: 'nohost' is not HOST:PORT"),
-    (["--node-rank", "1"], "--node-rank, --log-dir: only with --node-agent HOST:PORT"),
+    (["--node-rank", "1"], "--node-rank, --log-dir, --join-timeout-s: only with --node-agent HOST:PORT"),
+    (["--node-agent", f"127.0.0.1:{free_port()}", "--node-rank", "1", "--join-timeout-s", "1"],
+     "--node-agent: no rendezvous at 127.0.0.1:"),
 ])
 def test_agent_command_line_errors_are_one_line(args, message):
     env = {k: v for k, v in os.environ.items() if k not in NODE_RANK_VARS}
@@ -144,3 +151,48 @@ def test_vllm_places_tp_within_and_pp_across_nodes_and_says_why_ray_cannot_run_o
     assert (placement.num_devices, placement.devices_per_node, placement.tp_size, placement.pp_size) == (16, 8, 8, 2)
     assert VLLMBackend.launch_env(options, placement)["RAY_ADDRESS"] == "10.0.0.1:6379"
     assert "vLLM's CPU build does not run its Ray executor" in VLLMBackend.unsupported(options, "batch", None)
+
+
+def descendants(pid: int) -> list:
+    children = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+        except OSError:
+            continue
+        children.setdefault(int(stat[stat.rfind(")") + 2:].split()[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo += children.get(found[-1], [])
+    return found
+
+
+def test_a_node_that_dies_mid_point_ends_the_entry_naming_it(tmp_path):
+    """Node 1 (its agent, torchrun and rank) killed outright while rank 1 is held in the batch-4 point."""
+    yaml = cluster_sweep(tmp_path / "two.yaml", TWO_NODES, batch_sizes="[1, 4, 8]", input_lengths="[16]",
+                         output_lengths="[8]")
+    marker = uuid.uuid4().hex
+    env = {**os.environ, MARKER: marker, "BENCH_INJECT_FAULT": "slow@deepspeed/1/4"}
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, str(REPO / "benchmark.py"), str(yaml), "--output-dir", str(out),
+                             "--no-plots"], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "results.csv").exists() or len(rows(out / "results.csv")) < 1:
+            assert time.monotonic() < deadline and proc.poll() is None, "batch 1 never finished"
+            time.sleep(0.2)
+        time.sleep(2)  # batch 4 is in flight: rank 1 sleeps SLOW_FAULT_S in it, wherever it runs
+        (agent,) = [int(pid) for pid in processes_with(marker)
+                    if b"--node-agent" in open(f"/proc/{pid}/cmdline", "rb").read()]
+        for pid in descendants(agent):
+            os.kill(pid, signal.SIGKILL)
+        assert proc.wait(timeout=180) == 1, proc.stderr.read()
+    finally:
+        proc.kill()
+    by_batch = {int(r["batch_size"]): r for r in rows(out / "results.csv")}
+    assert by_batch[1]["status"] == "ok"
+    assert by_batch[4]["error"].startswith("worker died (node 1: its agent never said how its ranks ended"), \
+        by_batch[4]["error"]
+    assert by_batch[8]["error"].startswith("not run: the deepspeed worker died (node 1")
+    assert not processes_with(marker)

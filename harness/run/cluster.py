@@ -31,6 +31,7 @@ from harness.run.process_group import describe_exit, end_group
 REPO = Path(__file__).resolve().parents[2]
 POLL_S = 0.5
 EXIT_REPORT_S = 30.0  # how long node 0 waits for the other nodes to say how an entry's ranks ended
+ABORTED_REPORT_S = 20.0  # and then, once told to stop them, for a node that had not
 STORE_CALL_S = 60.0  # one store call's timeout (waits for a key use their own)
 
 
@@ -141,23 +142,29 @@ class NodeEntry:
         themselves; how each node's ranks ended, as its agent reported."""
         if not self.posted:
             return {}
-        if failed:
+        if failed:  # their ranks cannot go on without node 0's
             self.control.abort(self.entry)
-        found = self.control.outcomes(self.entry, nodes)
-        if len(found) < nodes - 1:
+        found = self.control.outcomes(self.entry, nodes, ABORTED_REPORT_S if failed else EXIT_REPORT_S)
+        if len(found) < nodes - 1 and not failed:
             self.control.abort(self.entry)
-            found = self.control.outcomes(self.entry, nodes)
-        return found
+            found = self.control.outcomes(self.entry, nodes, ABORTED_REPORT_S)
+        return {k: found.get(k, {"host": "", "returncode": None, "aborted": False, "silent": True})
+                for k in range(1, nodes)}
 
 
 def first_failure(returncode: Optional[int], log_path: Path, other_nodes: Dict[int, dict]) -> str:
     """Which rank died how: `rank 1: SIGSEGV`, or on more than one node `node 1 (host), rank 1: SIGSEGV`. When one
-    rank dies the others' collectives fail after it, so a rank killed by a signal is named before one that exited with
-    an error, node 0's before another's."""
+    rank dies the others' collectives fail after it, so a rank killed by a signal is named first, then a node whose
+    agent never reported (the machine or its agent died), then a rank that exited with an error; node 0's before
+    another's."""
+    silent = [k for k, o in sorted(other_nodes.items()) if o.get("silent")]
     failures = [(0, "", failed_rank(log_path) or [None, returncode])]
     failures += [(k, f" ({o['host']})", o.get("failed_rank") or [None, o["returncode"]])
                  for k, o in sorted(other_nodes.items()) if o["returncode"] and not o["aborted"]]
     failures = [f for f in failures if f[2][1]]
+    signalled = [f for f in failures if f[2][1] < 0]
+    if not signalled and silent:
+        return f"node {silent[0]}: its agent never said how its ranks ended (the node or its agent died)"
     if not failures:
         return describe_exit(returncode)
     k, host, (rank, code) = min(failures, key=lambda f: (f[2][1] >= 0, f[0]))

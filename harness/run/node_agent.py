@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from harness.run.process_group import die_with_parent, end_group
 from harness.run.worker import OTHER_NODE
 
 NODE_RANK_VARS = ("SLURM_NODEID", "NODE_RANK", "GROUP_RANK")  # Slurm's srun, the MosaicML platform, torchrun
+USER_LOG_LEVEL = os.environ.get("TORCH_CPP_LOG_LEVEL")
 WAIT_CMD_S = 5.0  # one wait for node 0's next entry: then check that node 0 is still there and wait again
 
 
@@ -35,6 +37,9 @@ def node_rank_from_env() -> Optional[int]:
 
 def run_agent(endpoint: str, node_rank: Optional[int], join_timeout_s: float, log_dir: Optional[Path]) -> int:
     """The agent's loop; 0 when node 0 said the sweep is over, 1 when node 0 went away first."""
+    # c10d logs every store wait that times out (one every WAIT_CMD_S) and every connection retry: noise in the
+    # agent's output and around its one-line errors. Read when torch loads; its ranks get the user's own level back.
+    os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
     from torch.distributed import DistNetworkError, DistStoreError, TCPStore
 
     rank = node_rank if node_rank is not None else node_rank_from_env()
@@ -45,6 +50,8 @@ def run_agent(endpoint: str, node_rank: Optional[int], join_timeout_s: float, lo
     if not host or not port.isdigit():
         raise UserError(f"--node-agent: {endpoint!r} is not HOST:PORT (node 0's cluster.rendezvous)")
     die_with_parent()
+    # srun and the platform stop a job with SIGTERM: end this node's ranks (run_entry's finally) before exiting.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         store = TCPStore(host.strip("[]"), int(port), is_master=False, timeout=store_timeout(join_timeout_s))
     except DistNetworkError:
@@ -81,11 +88,19 @@ def run_entry(store, endpoint: str, entry: int, rank: int, command: dict, log_di
                                 command["join_timeout_s"], str(job_path), OTHER_NODE)
         env = {**os.environ, **command["env"],
                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+        env.pop("TORCH_CPP_LOG_LEVEL")
+        if USER_LOG_LEVEL is not None:
+            env["TORCH_CPP_LOG_LEVEL"] = USER_LOG_LEVEL
         log_path = Path(log_dir or tmp) / f"{command.get('label', f'entry{entry}')}.node{rank}.log"
+        aborted = True  # until its ranks end by themselves: an agent stopped meanwhile stops them at once
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=log, start_new_session=True)
-            aborted = _wait(store, proc, entry)
-        end_group(proc, exit_s=0.0 if aborted else 10.0, term_s=10.0)
+            # Its ranks end with the agent even when it is killed outright (torchrun then stops them).
+            proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=log, start_new_session=True,
+                                    preexec_fn=die_with_parent)
+            try:
+                aborted = _wait(store, proc, entry)
+            finally:
+                end_group(proc, exit_s=0.0 if aborted else 10.0, term_s=10.0)
         outcome = {"host": this_host(), "returncode": proc.returncode, "aborted": aborted,
                    "failed_rank": failed_rank(log_path)}
         if log_dir is None:  # the scheduler's output holds this node's log

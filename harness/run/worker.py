@@ -127,8 +127,18 @@ def main(job_path: str, socket_path: str) -> int:
     events = ChannelEvents(conn, job.context.backend, rank, job.load_gate if node_zero else None)
     events._send("connected", at=connected)
     EntryRunner(job.plan, job.model, job.config, job.context, events).run(job.done)
+    end_process_group()
     events._send("done")
     return 0
+
+
+def end_process_group() -> None:
+    """Ranks end their process group before exiting: left to the interpreter's exit, gloo's threads were seen torn
+    down while still joinable (a rank on another node ended with SIGABRT, "terminate called without an active
+    exception", after its last point)."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
