@@ -24,6 +24,16 @@ def test_t_cdf_is_symmetric_and_bounded():
     assert stats.t_cdf(2.5706, 5) == pytest.approx(0.975, abs=1e-4)
 
 
+@pytest.mark.parametrize("df", [1, 2, 4.3, 8])
+def test_t_cdf_holds_far_in_the_tail(df):
+    """Closed forms for df 1 and 2; a change many intervals wide is near-certain, never less (a fixed grid over t
+    once gave 0.94 at t = 1e4, and more than 1 at 1e5)."""
+    assert stats.t_cdf(2.0, 1) == pytest.approx(0.5 + math.atan(2.0) / math.pi, abs=1e-12)
+    assert stats.t_cdf(3.0, 2) == pytest.approx(0.5 + 3.0 / (2 * math.sqrt(11.0)), abs=1e-12)
+    tail = [stats.t_cdf(x, df) for x in (10.0, 1e2, 1e4, 1e5, 1e9)]
+    assert tail == sorted(tail) and all(0.96 < p <= 1.0 for p in tail)
+
+
 def test_mean_interval_by_hand():
     values = [10.0, 12.0, 11.0, 13.0, 9.0]  # mean 11, sample std sqrt(2.5)
     interval = stats.mean_interval(values)

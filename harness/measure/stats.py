@@ -15,19 +15,26 @@ from typing import Optional, Sequence
 import numpy as np
 
 CONFIDENCE = 0.95
-_GRID = 4001  # Simpson's rule over [0, x]: odd count
+_GRID = 4001  # Simpson's rule over [0, atan(x / sqrt(df))]: odd count
 
 
 def t_cdf(x: float, df: float) -> float:
-    """P(T <= x) for Student's t with `df` (any positive real) degrees of freedom."""
+    """P(T <= x) for Student's t with `df` (any positive real) degrees of freedom.
+
+    Integrated over u = atan(t / sqrt(df)) in [0, atan(x / sqrt(df))], where the density becomes
+    cos(u)^(df - 1): bounded and smooth for df >= 1 whatever x is. Integrated over t itself, a fixed grid
+    misses the density's peak once x is large (x = 1e4 gave 0.94, x = 1e5 more than 1), and a very
+    significant change read as none (plots compare).
+    """
     if x < 0:
         return 1.0 - t_cdf(-x, df)
-    t = np.linspace(0.0, x, _GRID)
-    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-    pdf = np.exp(log_norm - (df + 1) / 2 * np.log1p(t * t / df))
-    h = x / (_GRID - 1)
+    end = math.atan(x / math.sqrt(df))
+    u = np.linspace(0.0, end, _GRID)
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(math.pi)
+    pdf = np.exp(log_norm + (df - 1) * np.log(np.maximum(np.cos(u), 1e-300)))
+    h = end / (_GRID - 1)
     simpson = h / 3 * (pdf[0] + pdf[-1] + 4 * pdf[1:-1:2].sum() + 2 * pdf[2:-1:2].sum())
-    return 0.5 + float(simpson)
+    return min(1.0, 0.5 + float(simpson))
 
 
 @functools.lru_cache(maxsize=None)  # a sweep asks for a handful of (q, df) pairs, thousands of times
