@@ -59,6 +59,8 @@ def print_capacity(rows: List[Capacity], machine: Optional[Machine], model: Opti
                    to: Console = console) -> None:
     """`model` names the model in the title, in a sweep over several."""
     where = f"{machine.num_gpus} x {machine.gpu}" if machine else "this machine"
+    if any(c.placement.nodes > 1 for c in rows):
+        where += " per node"
     title = f"Largest batch by the memory estimate{f' of {model}' if model else ''}, on {where} (nothing loaded)"
     table = Table(title=title)
     columns = ("backend", "device", "input", "output", "max batch", "KV tokens", "weights", "KV cache", "activations",

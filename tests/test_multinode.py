@@ -196,3 +196,10 @@ def test_a_node_that_dies_mid_point_ends_the_entry_naming_it(tmp_path):
         by_batch[4]["error"]
     assert by_batch[8]["error"].startswith("not run: the deepspeed worker died (node 1")
     assert not processes_with(marker)
+
+
+def test_plan_counts_every_nodes_devices():
+    proc = run_benchmark("yamls/405b-2nodes.yaml", "--plan", "hardware.gpu=h100-sxm", "hardware.num_gpus=8")
+    assert proc.returncode == 0, proc.stderr
+    assert "on 8 x h100-sxm per node" in proc.stdout and "cuda x16" in proc.stdout
+    assert "1152.0 GiB" in proc.stdout  # 0.9 of 16 x 80 GiB: both nodes' memory
