@@ -35,7 +35,8 @@ def cluster_sweep(path, backends: str, agents: str = "local", join_timeout_s: fl
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("multinode")
-    yaml = cluster_sweep(tmp / "two.yaml", "{name: hf, device: cpu}, " + TWO_NODES, input_lengths="[16]")
+    yaml = cluster_sweep(tmp / "two.yaml", "{name: hf, device: cpu}, " + TWO_NODES + ", {name: deepspeed_zero, "
+                         "device: cpu, num_ranks: 2, nodes: 2}", batch_sizes="[2, 4]", input_lengths="[16]")
     proc, marker = run_marked(yaml, "--output-dir", tmp / "out")
     return proc, tmp / "out", marker
 
@@ -47,6 +48,9 @@ def test_two_nodes_on_loopback_match_hf_token_for_token(sweep):
     ds = [r for r in rows(out / "results.csv") if r["backend"] == "deepspeed"]
     assert {(r["status"], r["nodes"], r["pp_size"]) for r in ds} == {("ok", "2", "1")}
     assert {float(r["tokens_identical_share"]) for r in ds if int(r["output_length"]) > 1} == {1.0}
+    zero = [r for r in rows(out / "results.csv") if r["backend"] == "deepspeed_zero"]  # ZeRO's ranks across nodes too
+    assert {(r["status"], r["nodes"]) for r in zero} == {("ok", "2")}
+    assert {float(r["tokens_identical_share"]) for r in zero if int(r["output_length"]) > 1} == {1.0}
     logs = out / "logs"
     assert "joined" in (logs / "node1-agent.log").read_text()  # node 1's ranks ran through its own agent
     assert (logs / "deepspeed.node1.log").exists()
