@@ -37,11 +37,6 @@ def node_rank_from_env() -> Optional[int]:
 
 def run_agent(endpoint: str, node_rank: Optional[int], join_timeout_s: float, log_dir: Optional[Path]) -> int:
     """The agent's loop; 0 when node 0 said the sweep is over, 1 when node 0 went away first."""
-    # c10d logs every store wait that times out (one every WAIT_CMD_S) and every connection retry: noise in the
-    # agent's output and around its one-line errors. Read when torch loads; its ranks get the user's own level back.
-    os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
-    from torch.distributed import DistNetworkError, DistStoreError, TCPStore
-
     rank = node_rank if node_rank is not None else node_rank_from_env()
     if rank is None or rank < 1:
         raise UserError(f"--node-rank: node 0 runs the sweep itself; an agent needs its node rank, 1 or more "
@@ -49,6 +44,11 @@ def run_agent(endpoint: str, node_rank: Optional[int], join_timeout_s: float, lo
     host, _, port = endpoint.rpartition(":")
     if not host or not port.isdigit():
         raise UserError(f"--node-agent: {endpoint!r} is not HOST:PORT (node 0's cluster.rendezvous)")
+    # c10d logs every store wait that times out (one every WAIT_CMD_S) and every connection retry: noise in the
+    # agent's output and around its one-line errors. Read when torch loads; its ranks get the user's own level back.
+    os.environ["TORCH_CPP_LOG_LEVEL"] = "FATAL"
+    from torch.distributed import DistNetworkError, DistStoreError, TCPStore
+
     die_with_parent()
     # srun and the platform stop a job with SIGTERM: end this node's ranks (run_entry's finally) before exiting.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
