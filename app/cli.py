@@ -33,8 +33,7 @@ from workloads.base import Workload
 from workloads.registry import WORKLOADS, build_workload
 
 RESULTS_ROOT = Path(__file__).resolve().parent.parent / "results"
-JOB_RENDEZVOUS = "node0:29400"  # placeholders: each template's job sets its own (scheduler_overrides)
-SCHEDULER_NODES = 4096
+SCHEDULER_NODES = 4096  # room for any entry until each template's job is checked against its own nodes
 AGENT_JOIN_TIMEOUT_S = 600.0  # an agent may start well before node 0 has planned and opened its rendezvous
 
 
@@ -90,8 +89,9 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
 
 def _check_modes(args: argparse.Namespace) -> None:
     if args.node_agent is not None:
-        if args.config or args.collect or args.mcli or args.schema is not None:
-            raise UserError("--node-agent: takes --node-rank and --log-dir only; node 0 runs the CONFIG")
+        if args.config or args.collect or args.mcli or args.slurm or args.schema is not None:
+            raise UserError("--node-agent: takes --node-rank, --log-dir and --join-timeout-s only; node 0 runs the "
+                            "CONFIG")
         return
     if args.node_rank is not None or args.log_dir is not None or args.join_timeout_s is not None:
         raise UserError("--node-rank, --log-dir, --join-timeout-s: only with --node-agent HOST:PORT")
@@ -232,13 +232,10 @@ def collect(run_names: List[str], output_root: Path) -> int:
 
 
 def scheduler_overrides(args: argparse.Namespace) -> List[str]:
-    """Under --slurm or --mcli each template's job has the sweep's `cluster`: its nodes, checked against every entry's
-    where the job is built (naming the template), and node 0's address, which only the running job knows (its
-    command sets it). The sweep loads with room for any entry until then."""
-    if not (args.slurm or args.mcli):
-        return []
-    return [f"cluster.nodes={SCHEDULER_NODES}", "cluster.node_agents=external",
-            f"cluster.rendezvous={JOB_RENDEZVOUS}"]
+    """Under --slurm or --mcli each template's job has a `cluster` of its own nodes, checked against every entry's
+    where the job is built (naming the template: harness/config/cluster.py, job_cluster). The sweep loads with room
+    for any entry until then."""
+    return [f"cluster.nodes={SCHEDULER_NODES}"] if args.slurm or args.mcli else []
 
 
 def launch_slurm(config: SweepConfig, templates: List[Path], submit: bool) -> int:
@@ -253,7 +250,7 @@ def launch_slurm(config: SweepConfig, templates: List[Path], submit: bool) -> in
     scripts = []
     for path in templates:
         template = load_template(path)
-        parameters = job_parameters(config, to_plain(config), template, path)
+        parameters = job_parameters(to_plain(config), template, path)
         scripts.append((path, template, job_name(parameters), render_script(parameters, template, path)))
     if not submit:
         print("".join(script for *_, script in scripts), end="")

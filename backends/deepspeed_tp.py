@@ -81,14 +81,23 @@ def entry_model(options: DeepSpeedOptions, model: ModelSpec) -> ModelSpec:
     return dataclasses.replace(model, dtype=options.dtype) if options.dtype else model
 
 
-class DeepSpeedBackend(HFBackend):
-    Options = DeepSpeedOptions
+class DeepSpeedEngine(HFBackend):
+    """What both DeepSpeed backends are (this one and backends/deepspeed_zero.py): ranks under torchrun, each
+    building the model from the harness's weights, timed through the HF model's `generate`, in the entry's dtype."""
+
     engine_modules = ("torch", "transformers", "deepspeed")
     distributed = True
     harness_random_weights = True
 
-    def __init__(self, options: DeepSpeedOptions, model: ModelSpec, shape):
+    def __init__(self, options, model: ModelSpec, shape):
         super().__init__(options, entry_model(options, model), shape)
+
+
+class DeepSpeedBackend(DeepSpeedEngine):
+    Options = DeepSpeedOptions
+
+    def __init__(self, options: DeepSpeedOptions, model: ModelSpec, shape):
+        super().__init__(options, model, shape)
         if self.placement.device == "cuda":
             self.peak_memory = RankDevicePeak()
 

@@ -18,8 +18,8 @@ from typing import Any, Dict, Optional
 
 from backends.base import NODES_HELP, Placement, resolve_device
 from backends.deepspeed_ranks import gather_from_ranks, process_rss_bytes, unlink_shm_allreduce_buffer
-from backends.deepspeed_tp import entry_model
-from backends.hf import GenerateOptions, HFBackend, device_sync
+from backends.deepspeed_tp import DeepSpeedEngine, entry_model
+from backends.hf import GenerateOptions, device_sync
 from harness.config.cluster import check_entry_nodes
 from harness.config.sections import DTYPES
 from harness.errors import UserError
@@ -88,14 +88,11 @@ def _check_nvme_path(path: Optional[str], key: str) -> None:
         raise UserError(f"{key}.nvme_path: {path!r} is not a writable folder")
 
 
-class ZeroBackend(HFBackend):
+class ZeroBackend(DeepSpeedEngine):
     Options = ZeroOptions
-    engine_modules = ("torch", "transformers", "deepspeed")
-    distributed = True
-    harness_random_weights = True
 
     def __init__(self, options: ZeroOptions, model: ModelSpec, shape):
-        super().__init__(options, entry_model(options, model), shape)
+        super().__init__(options, model, shape)
         self.peak_memory = HostAndDevicePeak(self.placement.device)
 
     @classmethod

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, get_type_hints
 
+from harness.config.cluster import job_cluster
 from harness.config.loading import read_yaml_mapping
 from harness.errors import UserError
 from harness.measure import logmarkers
@@ -79,7 +80,7 @@ def _build_run_config(config_plain: Dict[str, Any], template: Path) -> "RunConfi
     parameters = copy.deepcopy(config_plain)
     parameters["benchmark_name"] = f"{config_plain['benchmark_name']}-{tag}"
     parameters["hardware"] = template_hardware(raw, parameters.get("hardware") or {})
-    parameters["cluster"] = template_cluster(raw, parameters, template)
+    parameters["cluster"] = job_cluster(parameters, nodes_of(raw["compute"]), f"{template}: compute")
     metadata = {**(raw.get("metadata") or {}), "benchmark_name": parameters["benchmark_name"],
                 "template": template.name}
     name = run_name(str(raw["name"]), config_plain["benchmark_name"], tag)
@@ -113,21 +114,6 @@ def nodes_of(compute: Dict[str, Any]) -> int:
     if compute.get("nodes"):
         return int(compute["nodes"])
     return max(1, -(-int(compute.get("gpus") or 1) // GPUS_PER_NODE))
-
-
-def template_nodes(template: Path) -> int:
-    return nodes_of(load_template(template)["compute"])
-
-
-def template_cluster(raw: Dict[str, Any], parameters: Dict[str, Any], template: Path) -> Dict[str, Any]:
-    """The sweep's `cluster` on the template's nodes; every entry must fit in them. The rendezvous is node 0's address,
-    which only the run knows: the template's command passes it (MASTER_ADDR)."""
-    nodes = nodes_of(raw["compute"])
-    for i, entry in enumerate(parameters.get("backends") or []):
-        if int(entry.get("nodes") or 1) > nodes:
-            raise UserError(f"{template}: compute spans {nodes} node(s), but backends[{i}].nodes is {entry['nodes']} "
-                            "(the run must hold every node an entry runs on)")
-    return {**(parameters.get("cluster") or {}), "nodes": nodes, "node_agents": "external", "rendezvous": None}
 
 
 def load_template(path: Path) -> Dict[str, Any]:

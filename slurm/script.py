@@ -11,8 +11,7 @@ from typing import Any, Dict
 
 import yaml
 
-from harness.config.sweep import SweepConfig, entry_key
-from harness.errors import UserError
+from harness.config.cluster import job_cluster
 from slurm.template import SlurmTemplate, hardware_tag
 
 SWEEP_EOF = "BENCH_SWEEP_EOF"
@@ -23,13 +22,9 @@ def job_name(parameters: Dict[str, Any]) -> str:
     return f"bench-{parameters['benchmark_name']}"[:128]
 
 
-def job_parameters(config: SweepConfig, plain: Dict[str, Any], template: SlurmTemplate, path: Path) -> Dict[str, Any]:
+def job_parameters(plain: Dict[str, Any], template: SlurmTemplate, path: Path) -> Dict[str, Any]:
     """The sweep as this template's job runs it: benchmark_name suffixed by the template's tag, its machine as
     `hardware`, its nodes as `cluster` (the rendezvous address is node 0's, known only once the job runs)."""
-    for i, entry in enumerate(config.backends):
-        if getattr(entry, "nodes", 1) > template.nodes:
-            raise UserError(f"{path}: nodes: {template.nodes}, but {entry_key(entry, i)}.nodes is {entry.nodes} (the "
-                            "job must hold every node an entry runs on)")
     out = copy.deepcopy(plain)
     out["benchmark_name"] = f"{plain['benchmark_name']}-{hardware_tag(path)}"
     hardware = dict(out.get("hardware") or {})
@@ -38,8 +33,7 @@ def job_parameters(config: SweepConfig, plain: Dict[str, Any], template: SlurmTe
     if template.cost_per_hour is not None and hardware.get("cost_per_hour") is None:
         hardware["cost_per_hour"] = template.cost_per_hour
     out["hardware"] = hardware
-    out["cluster"] = {**(out.get("cluster") or {}), "nodes": template.nodes, "node_agents": "external",
-                      "rendezvous": None}
+    out["cluster"] = job_cluster(plain, template.nodes, f"{path}: nodes")
     return out
 
 

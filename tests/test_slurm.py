@@ -34,7 +34,7 @@ def test_the_script_runs_the_sweep_on_node_0_and_an_agent_on_every_other(capsys)
 
 
 @pytest.mark.parametrize("template,message", [
-    ("partition: debug\nnodes: 1\n", "nodes: 1, but backends[1].nodes is 2"),  # entries larger than the job
+    ("partition: debug\nnodes: 1\n", "nodes: 1 node(s), but backends[1] (deepspeed-2-nodes) runs on 2"),
     ("partition: debug\nnodes: 2\ngpus: 8\n", "gpus: unknown key"),
     ("partition: debug\nnodes: 2\ntime: soon\n", "time: 'soon' is not a Slurm time"),
     ("partition: debug\nnodes: 2\nsbatch: [--nodes=4]\n", "sbatch[0]: --nodes=4 is set by the template's own keys"),
@@ -69,8 +69,8 @@ def test_a_multinode_mcli_template_without_agents_is_refused(tmp_path, capsys):
 def test_entries_on_more_nodes_than_any_template_are_refused(capsys):
     assert main([*SWEEP, "--mcli", "mcli/h100-x8.yaml"]) == 2
     err = capsys.readouterr().err
-    assert err == "error: mcli/h100-x8.yaml: compute spans 1 node(s), but backends[1].nodes is 2 (the run must hold " \
-        "every node an entry runs on)\n"
+    assert err == "error: mcli/h100-x8.yaml: compute: 1 node(s), but backends[1] (deepspeed-2-nodes) runs on 2: the " \
+        "job must hold every node an entry runs on\n"
 
 
 @pytest.mark.parametrize("args,message", [

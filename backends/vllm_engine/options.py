@@ -86,7 +86,6 @@ class VLLMOptions(BackendOptions):
             if arg in HARNESS_ARGS:
                 raise UserError(f"{key}.engine_args.{arg}: set by the harness (allowed: any other EngineArgs field)")
 
-
     def _validate_nodes(self, key: str) -> None:
         executor = self.distributed_executor_backend
         if executor is not None and executor not in EXECUTORS:

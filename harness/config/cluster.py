@@ -6,7 +6,7 @@ join."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from harness.errors import UserError
 from harness.fields import is_int, opt
@@ -52,6 +52,17 @@ def validate_cluster(cluster: ClusterConfig, entries: List[Any], keys: List[str]
         if nodes > cluster.nodes:
             raise UserError(f"{key}.nodes: {nodes}, but cluster.nodes is {cluster.nodes} (the machines this sweep "
                             "has; set cluster.nodes, or run it through a --slurm or --mcli template with that many)")
+
+
+def job_cluster(plain: Dict[str, Any], nodes: int, where: str) -> Dict[str, Any]:
+    """The `cluster` section of a scheduler's job (`plain`: the resolved sweep, `to_plain`'s): the job's nodes, their
+    agents started by the job's command, which also passes node 0's address (only the running job knows it). Every
+    entry must fit in the job's nodes; `where` names the template."""
+    for i, entry in enumerate(plain.get("backends") or []):
+        if int(entry.get("nodes") or 1) > nodes:
+            raise UserError(f"{where}: {nodes} node(s), but backends[{i}] ({entry.get('label') or entry['name']}) "
+                            f"runs on {entry['nodes']}: the job must hold every node an entry runs on")
+    return {**(plain.get("cluster") or {}), "nodes": nodes, "node_agents": "external", "rendezvous": None}
 
 
 def require_rendezvous(cluster: ClusterConfig) -> None:

@@ -197,7 +197,7 @@ class EntryRunner:
         except StreamFailed as e:  # its message says what failed; its requests are kept
             return self._result(pp, "error", " ".join(str(e).split())[:500], stream=e.timing)
         except Exception as e:
-            if lost_peer(e):
+            if lost_peer(e) and self.plan.backend_cls.distributed:
                 raise
             if not is_oom(e):
                 return self._result(pp, "error", one_line(e))
