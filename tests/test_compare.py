@@ -51,6 +51,20 @@ def test_ratio_interval_is_exact_for_a_constant_rate_and_widens_with_noise():
     assert noisy.low < ratio < noisy.high
 
 
+def test_median_interval_takes_the_binomial_order_statistics():
+    # n = 30: P(Bin(30, 1/2) <= 9) = 0.0214, so the 10th and 21st values cover the median with 95.7%; the 11th and
+    # 20th would cover 90.1%, too little.
+    assert stats.median_interval(list(range(1, 31))) == stats.Interval(10.0, 21.0)
+    assert stats.median_interval([3.0, 1.0, 2.0, 6.0, 5.0, 4.0]) == stats.Interval(1.0, 6.0)  # 1 - 2/64 = 96.9%
+    assert stats.median_interval([1.0] * 5) is None  # 1 - 2/32 = 93.8%: no pair reaches 95%
+
+
+def test_median_interval_covers_a_heavy_tailed_median_as_promised():
+    rng = np.random.default_rng(0)
+    hits = [(i := stats.median_interval(list(rng.standard_cauchy(30)))).low <= 0 <= i.high for _ in range(2000)]
+    assert 0.94 <= np.mean(hits) <= 0.975  # 95.7% by construction; a t interval of the mean fails on Cauchy
+
+
 def test_within_the_target_share():
     assert stats.within(stats.Interval(98.5, 101.5), 2.0)
     assert not stats.within(stats.Interval(97.0, 103.0), 2.0)
