@@ -189,7 +189,7 @@ def model_annotations(groups: List[Tuple[ModelSpec, List[EntryPlan]]], manifest:
     for (model, group), facts in zip(groups, manifest.get("models", [manifest])):
         workload = group[0].workload  # one per model, shared by its entries
         crosscheck = TokenCrossCheck(group, model.weights, out.path / "tokens.jsonl", workload.sampling.greedy,
-                                     baselines)
+                                     baselines, model.eos_token_ids)
         explainer, peaks = point_explainer(group, config, model, out, done, gpus)
         if peaks:
             facts["hardware_peaks"] = peaks

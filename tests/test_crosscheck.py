@@ -7,6 +7,8 @@ another order, so the issue asks for the share of identical tokens (investigate 
 
 from pathlib import Path
 
+import pytest
+
 from backends.accelerate_pp import AccelerateBackend, AccelerateOptions
 from backends.hf import HFBackend, HFOptions
 from harness.config.sections import ModelConfig
@@ -34,6 +36,14 @@ def test_hf_and_accelerate_generate_the_same_tokens_in_process():
         tokens.append(backend.run(batch).token_ids)
         backend.close()
     assert identical_share(*tokens) >= MIN_SHARE
+
+
+def test_tokens_are_compared_up_to_the_first_eos_in_either():
+    # HF masks EOS where vLLM draws it and goes on: past it the two continue from different tokens by design.
+    hf, vllm = [[5, 6, 7, 8], [5, 6, 7, 8]], [[5, 6, 2, 9], [5, 1, 7, 8]]
+    assert identical_share(hf, vllm) == pytest.approx(5 / 8)
+    assert identical_share(hf, vllm, eos_ids={2}) == pytest.approx(5 / 6)  # the first pair up to position 2
+    assert identical_share([[2, 3]], [[2, 4]], eos_ids={2}) is None  # nothing before an EOS to compare
 
 
 def test_three_backends_agree_through_benchmark_py(tmp_path):

@@ -84,6 +84,14 @@ def test_sampling_gives_each_sequence_a_seed(tmp_path):
     assert batch.seeds == workload.batch(SweepPoint(65, 70, 4, workload.name), "timed", 0).seeds
 
 
+def test_a_null_seed_samples_unseeded_as_vllms_benchmark_does(tmp_path):
+    config, workload = build(sweep_yaml(tmp_path, f"{{prompts: {EXAMPLE}}}"), "sampling.temperature=0.7",
+                             "sampling.seed=null")
+    point = SweepPoint(65, 70, 4, workload.name)
+    assert workload.batch(point, "timed", 0).seeds == ()
+    assert workload.stream_seeds(point, "timed", 4) == ()
+
+
 def test_a_path_beside_the_yaml_is_found_from_anywhere(tmp_path):
     (tmp_path / "mine.txt").write_text("What is a KV cache?\nExplain paged attention.\n")
     config, workload = build(sweep_yaml(tmp_path, "{prompts: mine.txt, template: none}"))

@@ -167,7 +167,7 @@ class Workload(ABC):
     def batch(self, point: SweepPoint, phase: str, index: int) -> BatchSpec:
         prompts, max_tokens = self.prompts(point, phase, index)
         prompts = self.prefixed(prompts, first=index * len(prompts))
-        seeds = () if self.sampling.greedy else batch_seeds(self.sampling_seed, point, phase, index)
+        seeds = () if self.unseeded else batch_seeds(self.sampling_seed, point, phase, index)
         return BatchSpec(prompts, max_tokens, self.forced, self.sampling, seeds)
 
     def prefixed(self, prompts: List[List[int]], first: int = 0) -> List[List[int]]:
@@ -200,9 +200,16 @@ class Workload(ABC):
         arrivals = arrival_times(stream.arrival, point.request_rate, count, stream.seed, phase)
         return StreamSpec(requests, arrivals, point.max_concurrency)
 
+    @property
+    def unseeded(self) -> bool:
+        """Greedy needs no seeds; `sampling.seed: null` asks for none: vLLM draws a seeded request's noise on its own,
+        one request at a time each step (vllm/v1/sample/ops/topk_topp_sampler.py, random_sample), and on GPU a seeded
+        batch leaves FlashInfer's sampler for the PyTorch one."""
+        return self.sampling.greedy or self.sampling_seed is None
+
     def stream_seeds(self, point: SweepPoint, phase: str, count: int) -> Tuple[int, ...]:
         sized = dataclasses.replace(point, batch_size=count)
-        return () if self.sampling.greedy else batch_seeds(self.sampling_seed, sized, phase, 0)
+        return () if self.unseeded else batch_seeds(self.sampling_seed, sized, phase, 0)
 
     def trace_stream(self, point: SweepPoint, phase: str, num_warmup: int) -> StreamSpec:
         """The trace's window at its (scaled) times, each request with its traced lengths; the warm-up stream is the

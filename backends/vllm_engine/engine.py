@@ -28,17 +28,20 @@ from harness.model.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.model.spec import TORCH_DTYPES, ModelSpec
 from harness.plan.points import SweepShape
 from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe
-from harness.scenarios.stream import StreamSpec, StreamTiming
+from harness.scenarios.stream import StreamSpec, StreamTiming, client_spin_s
 
 def sampling_params(batch: BatchSpec, **extra: Any) -> List[Any]:
-    """One SamplingParams per request: its own budget and seed; forced lengths ignore EOS (min == max).
-    `extra`: further SamplingParams fields, the same for every request (a stream asks for delta outputs)."""
+    """One SamplingParams per request: its own budget and seed. Forced lengths ignore EOS, as vLLM's own benchmarks
+    do: an EOS drawn does not end the request. `min_tokens` would keep EOS from being drawn at all, at the price of
+    a logits processor every step (about 1% at batch 1 here, docs/measurement.md, Output length) that neither vLLM's
+    benchmark nor a serving user pays. `extra`: further SamplingParams fields, the same for every request (a stream
+    asks for delta outputs)."""
     from vllm import SamplingParams
 
     s = batch.sampling
     seeds = batch.seeds or (None,) * batch.batch_size
     return [SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=seed, max_tokens=n,
-                           min_tokens=n if batch.forced else 0, ignore_eos=batch.forced, detokenize=False, **extra)
+                           ignore_eos=batch.forced, detokenize=False, **extra)
             for n, seed in zip(batch.max_tokens, seeds)]
 
 
@@ -213,7 +216,8 @@ class VLLMBackend(Backend):
         if getattr(self, "engine", None) is None:
             raise RuntimeError("vLLM was loaded for scenario: batch (vllm.LLM); streams need the async engine")
         params = sampling_params(stream.requests, output_kind=RequestOutputKind.DELTA)
-        return self.engine.serve(stream, params, speculating=self.options.speculative is not None)
+        return self.engine.serve(stream, params, speculating=self.options.speculative is not None,
+                                 spin_s=client_spin_s(self.placement.device == "cpu"))
 
     def cannot_run(self, batch_size: int, input_length: int, output_length: int) -> Optional[str]:
         """A batch the engine cannot hold at once would be queued or preempted: no longer one static batch."""

@@ -47,7 +47,9 @@ class SamplingConfig:
     temperature: float = opt(0.0, help="0: greedy; above 0: sample from the softmax at this temperature.")
     top_p: float = opt(1.0, help="Nucleus sampling: keep the smallest set of tokens holding this probability.")
     top_k: int = opt(0, help="Keep only the k most likely tokens; 0: off.")
-    seed: int = opt(0, help="Per-request sampling seeds derive from it, so sampled runs repeat where engines allow.")
+    seed: Optional[int] = opt(0, help="Per-request sampling seeds derive from it, so sampled runs repeat where engines "
+                              "allow; null: unseeded, as vLLM's own benchmark samples (seeded sampling's cost: "
+                              "docs/measurement.md, Sampling).")
 
 
 @dataclass

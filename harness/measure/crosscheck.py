@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import AbstractSet, Dict, Optional, Sequence, Tuple
 
 from harness.measure.records import PointResult, point_key
 from harness.plan.points import EntryPlan
@@ -19,12 +19,21 @@ from harness.plan.points import EntryPlan
 Tokens = Sequence[Sequence[int]]
 
 
-def identical_share(a: Tokens, b: Tokens) -> Optional[float]:
-    """Share of positions where both batches hold the same token; None if the shapes differ."""
+def identical_share(a: Tokens, b: Tokens, eos_ids: AbstractSet[int] = frozenset()) -> Optional[float]:
+    """Share of positions where both batches hold the same token; None if the shapes differ.
+
+    Each pair of sequences is compared up to the first EOS in either: forcing a length, HF masks EOS while vLLM
+    ignores it (docs/measurement.md, Output length), so past an EOS the engines continue from different tokens by
+    design, not by disagreement."""
     if len(a) != len(b) or any(len(x) != len(y) for x, y in zip(a, b)):
         return None
-    total = sum(len(x) for x in a)
-    same = sum(p == q for x, y in zip(a, b) for p, q in zip(x, y))
+    total = same = 0
+    for x, y in zip(a, b):
+        for p, q in zip(x, y):
+            if p in eos_ids or q in eos_ids:
+                break
+            total += 1
+            same += p == q
     return same / total if total else None
 
 
@@ -39,7 +48,7 @@ class TokenCrossCheck:
     """
 
     def __init__(self, plans: Sequence[EntryPlan], model_weights: str, path: Path, greedy: bool,
-                 baselines: Dict[str, Optional[str]]):
+                 baselines: Dict[str, Optional[str]], eos_ids: AbstractSet[int] = frozenset()):
         plain = [p for p in plans if p.options.speculative is None]
         self.reference = (plain or list(plans))[0].label
         # Sampled tokens differ between engines by design (each has its own generator): nothing to compare.
@@ -53,7 +62,7 @@ class TokenCrossCheck:
                     self.references[p.label] = baselines[p.label]
             elif p.label != self.reference and {p.label, self.reference} <= same_weights:
                 self.references[p.label] = self.reference
-        self.path = path
+        self.path, self.eos_ids = path, eos_ids
         self.tokens: Dict[Tuple, Tokens] = self._load()
 
     def describe(self) -> str:
@@ -75,7 +84,7 @@ class TokenCrossCheck:
         if label in self.references:
             reference = self.tokens.get(point_key(result.context.model, self.references[label], result.point))
             if reference is not None:
-                result.tokens_identical_share = identical_share(reference, result.token_ids)
+                result.tokens_identical_share = identical_share(reference, result.token_ids, self.eos_ids)
 
     def _load(self) -> Dict[Tuple, Tokens]:
         if not self.path.exists():

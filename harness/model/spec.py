@@ -115,6 +115,11 @@ class ModelSpec:
             ids.update(value if isinstance(value, list) else [value] if value is not None else [])
         return frozenset(ids)
 
+    @property
+    def eos_token_ids(self) -> FrozenSet[int]:
+        value = getattr(self.config, "eos_token_id", None)
+        return frozenset(value if isinstance(value, list) else [value] if value is not None else [])
+
     def write_config_folder(self, folder: Path) -> Path:
         """Write the resolved config.json (overrides applied) for engines that load from a folder."""
         folder.mkdir(parents=True, exist_ok=True)
