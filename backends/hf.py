@@ -29,7 +29,7 @@ from harness.model.spec import ModelSpec, architecture
 from harness.plan.points import SweepPoint
 from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe, probed
 from harness.scenarios.static_batching import serve_static
-from harness.scenarios.stream import StreamSpec, StreamTiming
+from harness.scenarios.stream import StreamSpec, StreamTiming, client_spin_s
 
 CACHES = ("dynamic", "static")
 ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3", "flex_attention")
@@ -293,8 +293,9 @@ class HFBackend(Backend):
         manager (backends/hf_continuous.py)."""
         if self.options.batching == "continuous":
             if self._continuous is None:
+                # The manager computes on this process's threads: on a CPU, a yielding loop would take their cores.
                 self._continuous = ContinuousBatcher(self.net, self.options.max_batch_size, self.shape, self.eos_ids,
-                                                     self.pad_id)
+                                                     self.pad_id, client_spin_s(self.placement.device == "cpu"))
             return self._continuous.serve(stream)
         return self._serve_static(stream)
 

@@ -26,9 +26,10 @@ CB_MAX_BATCH_TOKENS = 8192
 class ContinuousBatcher:
     """One manager at a time around a loaded model; `stop()` hands the model back to `generate`."""
 
-    def __init__(self, net, max_batch_size: int, shape: SweepShape, eos_ids: List[int], pad_id: int):
+    def __init__(self, net, max_batch_size: int, shape: SweepShape, eos_ids: List[int], pad_id: int, spin_s: float):
         self.net, self.max_batch_size, self.shape = net, max_batch_size, shape
         self.eos_ids, self.pad_id = eos_ids, pad_id
+        self.spin_s = spin_s  # harness/scenarios/stream.py, client_spin_s
         self._manager = None
         self._manager_key = None
         self._loop = asyncio.new_event_loop()
@@ -58,7 +59,7 @@ class ContinuousBatcher:
         manager = self._manager_for(requests)
         eos = [] if requests.forced else list(self.eos_ids)
         tag = next(self._stream_ids)
-        return run_stream(stream, partial(self._submit, manager, stream, eos, tag), loop=self._loop)
+        return run_stream(stream, partial(self._submit, manager, stream, eos, tag), loop=self._loop, spin_s=self.spin_s)
 
     def _check_fits(self, requests: BatchSpec) -> None:
         """Refuse a stream with a request longer than the manager's KV cache before its clock starts."""

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 from backends.openai_compat.chunks import ResponseReading
 from harness.errors import ShortOutputError
 from harness.scenarios.batch import BatchSpec
-from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, drive
+from harness.scenarios.stream import SPIN_S, StreamSpec, StreamTiming, Submitted, TokenClock, drive
 
 # Body fields the harness sets from the sweep (prompt, budget, sampling, seed): extra_body may not change them.
 HARNESS_FIELDS = ("model", "prompt", "messages", "max_tokens", "min_tokens", "ignore_eos", "generation_config",
@@ -40,6 +40,7 @@ class CompletionsClient:
     endpoint: str = "completions"
     extensions: str = "vllm"
     tokenizer: Any = None  # counts the output where the server sends no usage
+    spin_s: float = SPIN_S  # harness/scenarios/stream.py, client_spin_s
 
     @property
     def url(self) -> str:
@@ -55,7 +56,7 @@ class CompletionsClient:
         # read_bufsize: room for long SSE lines (a first chunk may echo the prompt's ids).
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=self.headers,
                                          read_bufsize=1 << 20) as session:
-            return await drive(stream, partial(self._submit, session, bodies, stream))
+            return await drive(stream, partial(self._submit, session, bodies, stream), self.spin_s)
 
     def request_bodies(self, stream: StreamSpec) -> List[Optional[bytes]]:
         """One JSON body per request (None for a later turn of a conversation, whose prompt is not known yet)."""

@@ -21,7 +21,8 @@ from typing import Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
 from harness.scenarios.batch import BatchSpec, SpecCounts
 
 # The loop sleeps until this close to a request's scheduled time, then yields until it is due: asyncio's
-# timers wake up to a millisecond late, which at 1,000 requests/s would be the whole gap between two.
+# timers wake up to a millisecond late, which at 1,000 requests/s would be the whole gap between two. Yielding keeps
+# the client runnable, which is worth a core only where one is free: see `client_spin_s`.
 SPIN_S = 0.002
 # The first request is scheduled this far after `drive` starts, so that setting up costs no request its clock.
 LEAD_S = 0.005
@@ -206,13 +207,25 @@ class Submitted:
 Submit = Callable[[int], Awaitable[Submitted]]
 
 
-async def sleep_until(deadline_s: float) -> None:
-    """Wake at `deadline_s` (perf_counter) to within a fraction of a millisecond, other tasks running meanwhile."""
+def client_spin_s(engine_on_this_cpu: bool) -> float:
+    """How long `drive` yields before each release: SPIN_S, or none where the engine computes on this machine's CPU.
+
+    A yielding client stays runnable, and the kernel then wakes it late for its reads: on the 2-core CPU machine,
+    where vLLM's worker busy-polls one core and its server, engine core and our client share the other, a 2 ms spin
+    per request made the openai stream's mean latency 1.2-1.5x a bare aiohttp loop's (none: 1.00;
+    benchmarks/overhead/openai_stream.py). Without it a request is released up to about a millisecond late, counted
+    in its latency (its clock starts at its scheduled arrival)."""
+    return 0.0 if engine_on_this_cpu else SPIN_S
+
+
+async def sleep_until(deadline_s: float, spin_s: float = SPIN_S) -> None:
+    """Wake at `deadline_s` (perf_counter), other tasks running meanwhile: to within a fraction of a millisecond when
+    the last `spin_s` is spent yielding, else as late as asyncio's timer wakes (about a millisecond)."""
     while True:
         left = deadline_s - time.perf_counter()
         if left <= 0:
             return
-        await asyncio.sleep(left - SPIN_S if left > SPIN_S else 0)
+        await asyncio.sleep(left - spin_s if left > spin_s else 0)
 
 
 def block_until(deadline_s: float) -> None:
@@ -224,13 +237,14 @@ def block_until(deadline_s: float) -> None:
         time.sleep(left - SPIN_S if left > SPIN_S else 0)
 
 
-async def drive(stream: StreamSpec, submit: Submit) -> StreamTiming:
+async def drive(stream: StreamSpec, submit: Submit, spin_s: float = SPIN_S) -> StreamTiming:
     """Release every request at its scheduled time, whatever is in flight, and collect their timings.
 
     A request that raises gets an `error` and the rest go on: the point fails as a whole later, with
     every request accounted for. With `max_concurrency`, released requests wait for a free slot. In a
     multi-turn stream each conversation runs as one task: a later turn is due its gap after the turn
-    before it ended, and is sent with that turn's prompt and answer in front of its own.
+    before it ended, and is sent with that turn's prompt and answer in front of its own. `spin_s`: see
+    `client_spin_s`.
     """
     slots = asyncio.Semaphore(stream.max_concurrency) if stream.max_concurrency else None
     start_s = time.perf_counter() + LEAD_S
@@ -267,7 +281,7 @@ async def drive(stream: StreamSpec, submit: Submit) -> StreamTiming:
                 return timings + _abandoned(stream, following, f"turn {turns.turn[index]} of its conversation failed")
             stream.continue_turn(following, got.token_ids, got.text)
             index, scheduled_s = following, timing.last_token_s + turns.gap_s[following]
-            await sleep_until(scheduled_s)
+            await sleep_until(scheduled_s, spin_s)
             dispatched_s = time.perf_counter()
 
     tasks = []
@@ -275,7 +289,7 @@ async def drive(stream: StreamSpec, submit: Submit) -> StreamTiming:
         if turns is not None and turns.follows[index] is not None:
             continue  # a later turn: its conversation's task sends it
         scheduled_s = start_s + offset
-        await sleep_until(scheduled_s)
+        await sleep_until(scheduled_s, spin_s)
         tasks.append(asyncio.ensure_future(conversation(index, scheduled_s, time.perf_counter())))
     timings = sorted((t for group in await asyncio.gather(*tasks) for t in group), key=lambda t: t.index)
     return StreamTiming(start_s, time.perf_counter(), tuple(timings))
@@ -315,9 +329,10 @@ def paused_gc():
         gc.collect()
 
 
-def run_stream(stream: StreamSpec, submit: Submit, loop: Optional[asyncio.AbstractEventLoop] = None) -> StreamTiming:
+def run_stream(stream: StreamSpec, submit: Submit, loop: Optional[asyncio.AbstractEventLoop] = None,
+               spin_s: float = SPIN_S) -> StreamTiming:
     """`drive` on `loop` (a backend keeps one for its engine's lifetime) or on a fresh one, the collector paused."""
     with paused_gc():
         if loop is None:
-            return asyncio.run(drive(stream, submit))
-        return loop.run_until_complete(drive(stream, submit))
+            return asyncio.run(drive(stream, submit, spin_s))
+        return loop.run_until_complete(drive(stream, submit, spin_s))
