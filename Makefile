@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -62,6 +62,11 @@ test-slurm: setup
 # Harness latency over a bare `generate` loop, alternated in one process (target 1.00 +/- 0.03).
 overhead: setup
 	$(PY) benchmarks/overhead.py
+
+# Every engine path against the bare loop of the same engine, alternated in one process each: one table of ratios
+# with 95% intervals (target 1.00 +/- 0.01; about 10 minutes here).
+overhead-all: setup
+	$(PY) benchmarks/overhead_all.py
 
 # The stream client's own limit: p99 send slip at 1,000 requests/s against a null engine (target < 1 ms).
 overhead-stream: setup

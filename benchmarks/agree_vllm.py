@@ -89,7 +89,7 @@ def harness_ms(tmp: Path, bs: int, inp: int, out: int, sampling: str) -> float:
     yaml.write_text(
         f"benchmark_name: agree-vllm\nmodel: {{preset: tiny-llama, weights: random, dtype: fp32}}\n"
         f"backends: [{{name: vllm, device: cpu, enforce_eager: true, kv_cache_memory_bytes: {KV_CACHE_BYTES}}}]\n"
-        f"sampling: {{temperature: {harness_temperature(sampling)}}}\n"
+        f"sampling: {{temperature: {harness_temperature(sampling)}, seed: null}}\n"  # unseeded, as vLLM's benchmark
         f"batch_sizes: [{bs}]\ninput_lengths: [{inp}]\noutput_lengths: [{out}]\n"
         f"num_batches: {ITERS}\nnum_warmup_batches: {WARMUP}\n"
     )
@@ -154,9 +154,8 @@ def same_engine(batch_sizes, inp: int, out: int, sampling: str, rounds: int = 40
     from backends.vllm_engine import VLLMBackend, VLLMOptions
     from harness.config.sections import ModelConfig
     from harness.model.spec import resolve_model
-    from harness.plan.points import SweepPoint, SweepShape
+    from harness.plan.points import SweepShape
     from harness.scenarios.batch import BatchSpec, Sampling
-    from workloads.base import batch_seeds
 
     model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
     options = VLLMOptions(name="vllm", device="cpu", enforce_eager=True, kv_cache_memory_bytes=KV_CACHE_BYTES)
@@ -168,9 +167,9 @@ def same_engine(batch_sizes, inp: int, out: int, sampling: str, rounds: int = 40
         temperature = harness_temperature(sampling)
         params = SamplingParams(n=1, temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=out,
                                 detokenize=False)
-        # The batch a sweep would send: the same sampling, with the per-request seeds the workload derives.
-        seeds = batch_seeds(0, SweepPoint(inp, out, bs), "timed", 0) if temperature else ()
-        spec = BatchSpec(ids, (out,) * bs, sampling=Sampling(temperature), seeds=seeds)
+        # The batch a sweep sends with `sampling.seed: null`: the same sampling, unseeded as vLLM's benchmark samples
+        # (what seeds cost: benchmarks/overhead_all.py, vllm-batch-seeded-vs-bench).
+        spec = BatchSpec(ids, (out,) * bs, sampling=Sampling(temperature))
         ours, theirs = alternate(partial(harness_run_ms, backend, spec),
                                  partial(bench_call_ms, backend.llm, prompts, params), rounds)
         ratio = statistics.mean(ours) / statistics.mean(theirs)

@@ -11,34 +11,17 @@ the target is 1.00 +/- 0.03 (on cuda, 1.00 +/- 0.02: tests/gpu runs it there).
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "overhead"))  # hf_batch.py, whose loop this is
 
-import torch  # noqa: E402
+from hf_batch import bare_generate_ms  # noqa: E402
+from inputs import batch  # noqa: E402
 
-from backends.hf import HFBackend, HFOptions, device_sync  # noqa: E402
+from backends.hf import HFBackend, HFOptions  # noqa: E402
 from harness.config.sections import ModelConfig  # noqa: E402
 from harness.model.spec import resolve_model  # noqa: E402
 from harness.plan.points import SweepShape  # noqa: E402
-from harness.scenarios.batch import BatchSpec  # noqa: E402
-from workloads.random_ids import allowed_token_ids, make_prompts  # noqa: E402
-
-
-def bare_generate_ms(backend: HFBackend, spec: BatchSpec) -> float:
-    """One bare `generate`; on a GPU the device is synchronized before and after, as the harness's stamps are."""
-    device = backend.placement.device
-    sync = device_sync(device)
-    input_ids = torch.tensor(spec.prompts, device=device)
-    n = spec.max_output_tokens
-    with torch.inference_mode():
-        sync()
-        start = time.perf_counter()
-        backend.net.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=n,
-                             min_new_tokens=n, do_sample=False, pad_token_id=backend.eos_ids[0])
-        sync()
-        return (time.perf_counter() - start) * 1e3
 
 
 def main() -> None:
@@ -54,12 +37,11 @@ def main() -> None:
     model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
     backend = HFBackend(HFOptions(name="hf", device=args.device), model, SweepShape(16, 512, 64))
     backend.load()
-    allowed = allowed_token_ids(model.hf_config.vocab_size, model.special_token_ids)
     harness_ms, bare_ms = [], []
     for i in range(args.rounds + 2):
-        prompts = make_prompts(allowed, 0, args.batch_size, args.input_length, args.output_length, "timed", i)
-        spec = BatchSpec(prompts, (args.output_length,) * args.batch_size)
-        pair = [lambda s=spec: backend.run(s).latency_ms, lambda s=spec: bare_generate_ms(backend, s)]
+        spec = batch(model, args.batch_size, args.input_length, args.output_length, i)
+        pair = [lambda s=spec: backend.run(s).latency_ms,
+                lambda s=spec: bare_generate_ms(backend.net, backend.eos_ids[0], s, args.device)]
         first, second = (pair if i % 2 == 0 else pair[::-1])
         a, b = first(), second()
         if i < 2:

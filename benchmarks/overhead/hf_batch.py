@@ -1,0 +1,58 @@
+"""hf batch: `HFBackend.run` (streamer-stamped `generate`) against a bare `model.generate` on the same loaded model.
+
+    python benchmarks/overhead/hf_batch.py [--pairs 30] [--batch-sizes 1 8 16] [--input-length 128] [--output-length 32]
+"""
+
+from __future__ import annotations
+
+import time
+
+from inputs import batch
+from pairs import alternate, arguments, batch_shape, emit, figure
+
+import torch
+
+from backends.hf import HFBackend, HFOptions, device_sync
+from harness.config.sections import ModelConfig
+from harness.model.spec import resolve_model
+from harness.plan.points import SweepShape
+from harness.scenarios.batch import BatchSpec
+
+
+def bare_generate_ms(net, eos_id: int, spec: BatchSpec, device: str) -> float:
+    """One bare `generate`, forced to the same length greedily as the harness asks; synchronized as its stamps are."""
+    sync = device_sync(device)
+    input_ids = torch.tensor(spec.prompts, device=device)
+    n = spec.max_output_tokens
+    with torch.inference_mode():
+        sync()
+        start = time.perf_counter()
+        net.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=n, min_new_tokens=n,
+                     do_sample=False, pad_token_id=eos_id)
+        sync()
+        return (time.perf_counter() - start) * 1e3
+
+
+def measure(backend, name: str, bare_name: str, args, device: str = "cpu") -> None:
+    """One figure per batch size; both sides of a pair run the same batch."""
+    for bs in args.batch_sizes:
+        def spec(i: int, bs=bs) -> BatchSpec:
+            return batch(backend.model, bs, args.input_length, args.output_length, i)
+
+        ours, theirs = alternate(lambda i: backend.run(spec(i)).latency_ms,
+                                 lambda i: bare_generate_ms(backend.net, backend.eos_ids[0], spec(i), device),
+                                 args.pairs)
+        emit(figure(name, bare_name, batch_shape(bs, args.input_length, args.output_length), ours, theirs))
+
+
+def main() -> None:
+    args = arguments(__doc__.splitlines()[0])
+    model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
+    shape = SweepShape(max(args.batch_sizes), args.input_length, args.output_length)
+    backend = HFBackend(HFOptions(name="hf"), model, shape)
+    backend.load()
+    measure(backend, "hf batch", "model.generate, same ids, greedy, min_new_tokens", args)
+
+
+if __name__ == "__main__":
+    main()
