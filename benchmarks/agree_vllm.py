@@ -9,7 +9,8 @@ the ratio reported is the median of the pairs' harness_latency_ms / vllm_bench_l
 their range. The target is 1.00 +/- 0.05.
 
 A second table removes the start-up variance: one engine, our backend's `run()` alternated batch by
-batch with vLLM's benchmark loop (its SamplingParams, `llm.generate`, `perf_counter` around it).
+batch with vLLM's benchmark call (its SamplingParams, `llm.generate`, `perf_counter` around it):
+benchmarks/overhead/vllm_batch.py --bare bench, the `vllm-batch-vs-bench` row of `make overhead-all`.
 
 vLLM's benchmark samples with temperature 1.0 (top_p 1.0, ignore_eos). By default it runs as it
 ships and the harness is given the same sampling (`sampling: {temperature: 1.0}`). `--sampling
@@ -29,8 +30,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -136,69 +135,19 @@ def main() -> None:
             theirs, ours = (statistics.median(x) for x in zip(*pairs))
             print(f"{bs:>5} {theirs:>14.2f} {ours:>11.2f} {ratio:>6.3f}  ({min(ratios):.3f}-{max(ratios):.3f})  "
                   f"{verdict}", flush=True)
-    print(f"\nsame engine, harness run() and vLLM's benchmark call alternated per batch ({WARMUP} warm-up pairs)")
-    print(f"{'batch':>5} {'vllm bench ms':>14} {'harness ms':>11} {'ratio':>6}")
-    sizes = ",".join(map(str, args.batch_sizes))
-    # vLLM logs to stdout: keep its INFO lines out of the table.
-    subprocess.run([sys.executable, __file__, "--same-engine", sizes, str(inp), str(out), args.sampling], cwd=REPO,
-                   check=True, stderr=subprocess.DEVNULL, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
-
-
-def same_engine(batch_sizes, inp: int, out: int, sampling: str, rounds: int = 40) -> None:
-    """In a child process: one engine, harness run() and vLLM's benchmark call alternated per batch."""
-    import numpy as np
-    from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
-
-    sys.path.insert(0, str(REPO))
-    from backends.vllm_engine import VLLMBackend, VLLMOptions
-    from harness.config.sections import ModelConfig
-    from harness.model.spec import resolve_model
-    from harness.plan.points import SweepShape
-    from harness.scenarios.batch import BatchSpec, Sampling
-
-    model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
-    options = VLLMOptions(name="vllm", device="cpu", enforce_eager=True, kv_cache_memory_bytes=KV_CACHE_BYTES)
-    backend = VLLMBackend(options, model, SweepShape(max(batch_sizes), inp, out))
-    backend.load()
-    for bs in batch_sizes:
-        ids = np.random.randint(10000, size=(bs, inp)).tolist()  # as vLLM's benchmark draws them
-        prompts = [TokensPrompt(prompt_token_ids=p) for p in ids]
-        temperature = harness_temperature(sampling)
-        params = SamplingParams(n=1, temperature=temperature, top_p=1.0, ignore_eos=True, max_tokens=out,
-                                detokenize=False)
-        # The batch a sweep sends with `sampling.seed: null`: the same sampling, unseeded as vLLM's benchmark samples
-        # (what seeds cost: benchmarks/overhead_all.py, vllm-batch-seeded-vs-bench).
-        spec = BatchSpec(ids, (out,) * bs, sampling=Sampling(temperature))
-        ours, theirs = alternate(partial(harness_run_ms, backend, spec),
-                                 partial(bench_call_ms, backend.llm, prompts, params), rounds)
-        ratio = statistics.mean(ours) / statistics.mean(theirs)
-        print(f"{bs:>5} {statistics.mean(theirs):>14.2f} {statistics.mean(ours):>11.2f} {ratio:>6.3f}  "
-              f"{'ok' if abs(ratio - 1) <= 0.05 else 'OFF'}", flush=True)
-    backend.close()
-
-
-def harness_run_ms(backend, spec) -> float:
-    return backend.run(spec).latency_ms
-
-
-def bench_call_ms(llm, prompts, params) -> float:
-    """vLLM's benchmark's timed call (benchmarks/latency.py, run_to_completion)."""
-    start = time.perf_counter()
-    llm.generate(prompts, sampling_params=params, use_tqdm=False)
-    return (time.perf_counter() - start) * 1e3
-
-
-def alternate(ours, theirs, rounds: int):
-    """Both callables `rounds` times after WARMUP untimed pairs, the order flipped every pair."""
-    a, b = [], []
-    for i in range(WARMUP + rounds):
-        first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
-        x, y = first(), second()
-        if i >= WARMUP:
-            a.append(x if first is ours else y)
-            b.append(y if first is ours else x)
-    return a, b
+    print("\nsame engine, harness run() and vLLM's benchmark call alternated per batch "
+          "(benchmarks/overhead/vllm_batch.py --bare bench)")
+    # vLLM logs to stdout: only the figure lines are read.
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "overhead" / "vllm_batch.py"), "--bare", "bench",
+                           "--temperature", str(harness_temperature(args.sampling)), "--batch-sizes",
+                           *map(str, args.batch_sizes), "--input-length", str(inp), "--output-length", str(out)],
+                          cwd=REPO, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
+    for line in proc.stdout.splitlines():
+        if line.startswith("OVERHEAD "):
+            f = json.loads(line[len("OVERHEAD "):])
+            print(f"{f['shape']:>30} {f['bare_ms']:>14.2f} {f['harness_ms']:>11.2f} {f['ratio']:>6.3f}  "
+                  f"({f['low']:.3f}-{f['high']:.3f})", flush=True)
 
 
 def measure_pair(tmp: Path, model_dir: str, bs: int, inp: int, out: int, sampling: str, flip: bool):
@@ -210,9 +159,7 @@ def measure_pair(tmp: Path, model_dir: str, bs: int, inp: int, out: int, samplin
     return theirs, harness_ms(tmp, bs, inp, out, sampling)
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--same-engine":
-        same_engine([int(b) for b in sys.argv[2].split(",")], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
-    elif len(sys.argv) > 1 and sys.argv[1] == "--child":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
         _, _, model, bs, inp, out, result, sampling = sys.argv
         run_vllm_bench(model, int(bs), int(inp), int(out), result, sampling)
     else:

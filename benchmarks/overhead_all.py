@@ -28,30 +28,30 @@ sys.path.insert(0, str(HERE / "overhead"))
 from pairs import REPO, TARGET, Figure, parse  # noqa: E402
 
 
-class Path_(NamedTuple):
+class OverheadPath(NamedTuple):
     name: str
     script: str
     args: Tuple[str, ...] = ()
 
 
 PATHS = (
-    Path_("hf-batch", "hf_batch.py"),
-    Path_("accelerate-batch", "accelerate_batch.py"),
-    Path_("deepspeed-tp2-batch", "deepspeed_batch.py"),
-    Path_("vllm-batch", "vllm_batch.py"),
+    OverheadPath("hf-batch", "hf_batch.py"),
+    OverheadPath("accelerate-batch", "accelerate_batch.py"),
+    OverheadPath("deepspeed-tp2-batch", "deepspeed_batch.py"),
+    OverheadPath("vllm-batch", "vllm_batch.py"),
     # The harness as the issue found it held to vLLM's own benchmark call, as that benchmark ships (temperature 1.0,
     # unseeded: `sampling.seed: null`), and what per-request seeds (`sampling.seed: 0`) cost over it.
-    Path_("vllm-batch-vs-bench", "vllm_batch.py", ("--bare", "bench", "--temperature", "1")),
-    Path_("vllm-batch-seeded-vs-bench", "vllm_batch.py", ("--bare", "bench", "--temperature", "1", "--seeded")),
-    Path_("hf-stream", "hf_stream.py"),
-    Path_("vllm-stream", "vllm_stream.py"),
-    Path_("openai-stream", "openai_stream.py"),
-    Path_("hf-speculative", "hf_speculative.py"),
-    Path_("vllm-speculative", "vllm_speculative.py"),
+    OverheadPath("vllm-batch-vs-bench", "vllm_batch.py", ("--bare", "bench", "--temperature", "1")),
+    OverheadPath("vllm-batch-seeded-vs-bench", "vllm_batch.py", ("--bare", "bench", "--temperature", "1", "--seeded")),
+    OverheadPath("hf-stream", "hf_stream.py"),
+    OverheadPath("vllm-stream", "vllm_stream.py"),
+    OverheadPath("openai-stream", "openai_stream.py"),
+    OverheadPath("hf-speculative", "hf_speculative.py"),
+    OverheadPath("vllm-speculative", "vllm_speculative.py"),
 )
 
 
-def run_path(path: Path_, pairs: int, logs: Path) -> Tuple[List[Figure], str]:
+def run_path(path: OverheadPath, pairs: int, logs: Path) -> Tuple[List[Figure], str]:
     """The path's figures, or none and the last lines of its log: a failed path is a row, not the end of the table."""
     command = [sys.executable, str(HERE / "overhead" / path.script), *path.args]
     if pairs:
