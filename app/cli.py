@@ -42,25 +42,54 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(message)
 
 
-def parse_args(argv: List[str]) -> argparse.Namespace:
-    parser = _Parser(prog="benchmark.py", description="Sweep LLM inference latency and throughput from a YAML.")
+USAGE_EXAMPLES = """\
+examples:
+  python benchmark.py yamls/cpu-tiny.yaml                    # the CPU demo: a tiny model on every engine
+  python benchmark.py yamls/cpu-tiny.yaml batch_sizes=[1,8] num_batches=3
+  python benchmark.py yamls/my-model.yaml model.name_or_path=DIR --plan    # your model: does it fit?
+  python benchmark.py yamls/70b.yaml --plan hardware.gpu=h100-sxm hardware.num_gpus=8
+  python benchmark.py yamls/7b.yaml --dry-run                # every point, its memory estimate, runs here?
+  python benchmark.py yamls/7b.yaml --output-dir results/a100 --resume     # finish an interrupted sweep
+  python benchmark.py --schema backends.vllm                 # a section's keys: type, default, help
+  python -m plots results/RUN                                # redraw; python -m plots compare BASE NEW
+
+exit codes:
+  0    every point ended ok, oom or skipped
+  1    a point errored (every result is still written)
+  2    bad config, input or command line: one `error:` line naming the key
+  130  interrupted (Ctrl-C): finished points are kept; rerun with --output-dir DIR --resume
+
+Every config key: python benchmark.py --schema [SECTION]. The docs: docs/ (make docs serves them).
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line, grouped by what a user does: run a sweep, look before running, launch on a scheduler,
+    join a multi-node sweep. docs/reference/cli.md is generated from its help."""
+    parser = _Parser(prog="benchmark.py", description="Sweep LLM inference latency and throughput from a YAML.",
+                     epilog=USAGE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", nargs="?", help="sweep YAML, e.g. yamls/cpu-tiny.yaml")
     parser.add_argument("overrides", nargs="*", metavar="key=value",
-                        help="dotlist overrides, e.g. batch_sizes=[1,8] model.dtype=fp32 backends.0.device=cpu")
-    parser.add_argument("--output-dir", type=Path, help="results folder (default: results/<benchmark_name>-<time>/)")
-    parser.add_argument("--resume", action="store_true", help="continue a sweep in --output-dir, skipping done points")
-    parser.add_argument("--dry-run", action="store_true", help="print the plan with memory estimates and exit")
-    parser.add_argument("--plan", action="store_true",
-                        help="print the largest batch that fits per entry and lengths (by the estimate) and exit; with "
-                        "hardware.gpu=NAME hardware.num_gpus=N, on that machine instead of this one")
-    parser.add_argument("--no-plots", action="store_true", help="skip drawing charts at the end of the sweep")
-    parser.add_argument("--translate-only", action="store_true",
-                        help="llm-foundry inference-benchmark YAML: print its translation into this harness's YAML "
-                        "(mapping as comments) and exit")
-    parser.add_argument("--schema", nargs="?", const="", metavar="SECTION",
-                        help="print every config key (type, default, help) and exit; SECTION narrows it, e.g. model, "
-                        "stream, backends.vllm, backends (all of them), workload.prompts")
-    remote = parser.add_argument_group("MosaicML platform")
+                        help="dotlist overrides, e.g. batch_sizes=[1,8] model.dtype=fp32 backends.0.device=cpu; "
+                        "model.name_or_path=DIR (or model.preset=NAME) replaces the YAML's other model source")
+    run = parser.add_argument_group("running a sweep")
+    run.add_argument("--output-dir", type=Path, metavar="DIR",
+                     help="results folder (default: results/<benchmark_name>-<time>/)")
+    run.add_argument("--resume", action="store_true", help="continue a sweep in --output-dir, skipping done points")
+    run.add_argument("--no-plots", action="store_true", help="skip drawing charts at the end of the sweep")
+    look = parser.add_argument_group("looking before running (nothing is loaded)")
+    look.add_argument("--dry-run", action="store_true", help="print every point with its memory estimate and "
+                      "whether it runs here, and exit")
+    look.add_argument("--plan", action="store_true",
+                      help="print the largest batch that fits per entry and lengths (by the estimate) and exit; with "
+                      "hardware.gpu=NAME hardware.num_gpus=N, on that machine instead of this one")
+    look.add_argument("--schema", nargs="?", const="", metavar="SECTION",
+                      help="print every config key (type, default, help) and exit; SECTION narrows it, e.g. model, "
+                      "stream, backends.vllm, backends (all of them), workload.prompts")
+    look.add_argument("--translate-only", action="store_true",
+                      help="llm-foundry inference-benchmark YAML: print its translation into this harness's YAML "
+                      "(mapping as comments) and exit")
+    remote = parser.add_argument_group("schedulers: MosaicML platform (--mcli) and Slurm (--slurm)")
     remote.add_argument("--mcli", action="append", type=Path, metavar="TEMPLATE",
                         help="build a platform run from this compute template (repeatable); prints it unless --submit")
     remote.add_argument("--slurm", action="append", type=Path, metavar="TEMPLATE",
@@ -72,17 +101,21 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
                         "(job ids)")
     remote.add_argument("--emit-log-markers", action="store_true",
                         help="print rows and files into the log between markers (what platform runs do)")
-    nodes = parser.add_argument_group("More than one node")
+    nodes = parser.add_argument_group("more than one node: the other nodes' agents")
     nodes.add_argument("--node-agent", metavar="HOST:PORT",
                        help="run as another node's agent: join node 0's cluster.rendezvous and start this node's "
                        "ranks of each entry that spans it, until node 0's sweep ends")
     nodes.add_argument("--node-rank", type=int, metavar="K", help="with --node-agent: this node's number, 1 or more "
                        "(default: SLURM_NODEID or NODE_RANK)")
-    nodes.add_argument("--log-dir", type=Path, help="with --node-agent: write this node's ranks' output there "
-                       "(default: the agent's own output)")
+    nodes.add_argument("--log-dir", type=Path, metavar="DIR", help="with --node-agent: write this node's ranks' "
+                       "output there (default: the agent's own output)")
     nodes.add_argument("--join-timeout-s", type=float, metavar="S", help="with --node-agent: how long to wait for "
                        f"node 0's rendezvous to open (default {AGENT_JOIN_TIMEOUT_S:.0f})")
-    args = parser.parse_intermixed_args(argv)
+    return parser
+
+
+def parse_args(argv: List[str]) -> argparse.Namespace:
+    args = build_parser().parse_intermixed_args(argv)
     _check_modes(args)
     return args
 

@@ -9,9 +9,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from harness.config.gpus import gpu_table
 from harness.measure.metrics import SLIP_WARN_MS
 from harness.model.hardware import Machine
 from harness.model.memory import GiB
+from harness.model.spec import ModelSpec
 from harness.plan.capacity import Capacity
 from harness.plan.points import EntryPlan
 
@@ -46,6 +48,8 @@ def print_plan(plans: List[EntryPlan]) -> None:
                           str(p.output_length), f"{pp.estimate.total_bytes / GiB:.2f} GiB",
                           f"{plan.budget_bytes / GiB:.1f} GiB", verdict)
     console.print(table)
+    for model in dict((plan.model.label, plan.model) for plan in plans).values():
+        console.print(f"model: {describe_model(model)}", markup=False)
     for label, text in workloads.items():
         console.print(f"workload{f' ({label})' if several else ''}: {text}")
     print_destinations(plans)
@@ -53,6 +57,18 @@ def print_plan(plans: List[EntryPlan]) -> None:
     total = sum(len(plan.points) for plan in plans)
     console.print(f"{runnable} of {total} points fit this machine; the rest would be recorded as skipped.")
     warn_unavailable(plans)
+
+
+def describe_model(model: ModelSpec) -> str:
+    """`/models/qwen (qwen2, 7.6 B parameters, bf16, random weights)`: which model a plan is for, as read."""
+    model_type = getattr(model.config, "model_type", None) or "unknown type"
+    return (f"{model.label} ({model_type}, {parameter_count(model.num_params)} parameters, {model.dtype}, "
+            f"{model.weights} weights)")
+
+
+def parameter_count(count: int) -> str:
+    """`7.6 B`, `8.6 M`."""
+    return f"{count / 1e9:,.1f} B" if count >= 1e9 else f"{count / 1e6:,.1f} M"
 
 
 def print_capacity(rows: List[Capacity], machine: Optional[Machine], model: Optional[str] = None,
@@ -86,6 +102,15 @@ def print_capacity(rows: List[Capacity], machine: Optional[Machine], model: Opti
             reasons[c.label] = c.reason
     for label, reason in reasons.items():
         to.print(f"{label}: {reason}", style="yellow")
+    if machine is None and any(c.estimate is None and c.placement.device == "cuda" for c in rows):
+        to.print(no_gpu_hint(), markup=False, soft_wrap=True)
+
+
+def no_gpu_hint() -> str:
+    """The last line of `--plan` where this machine lacks the GPUs the entries ask for: how to plan for a machine
+    you do not have (the names are harness/peaks.yaml's)."""
+    return ("This machine lacks those GPUs: plan for one you do not have by naming it, e.g. hardware.gpu=h100-sxm "
+            f"hardware.num_gpus=8 (hardware.gpu: {', '.join(gpu_table())})")
 
 
 def print_destinations(plans: List[EntryPlan]) -> None:

@@ -33,7 +33,8 @@ def resolve_device(device: str) -> str:
 class BackendOptions:
     """Keys every backend entry accepts; each backend subclasses this with its own typed options."""
 
-    name: str = opt("", help="Backend to run, from the registry in backends/__init__.py.")
+    name: str = opt("", help="Backend to run: a name in backends/registry.py (`--schema backends` lists each "
+                    "one's keys).")
     label: Optional[str] = opt(None, help="Name of this entry in results (default: name); unique within a sweep.")
     speculative: Optional[SpeculativeConfig] = opt(
         None, help="Speculative decoding settings (method, num_speculative_tokens, ...), compared with the same "

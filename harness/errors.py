@@ -16,11 +16,24 @@ class ShortOutputError(RuntimeError):
 
 def known_names(name: str, known: list) -> str:
     """` (known: a, b; did you mean 'a'?)`: the tail of an unknown-name message."""
+    return f" (known: {', '.join(known)}){did_you_mean(name, known)}"
+
+
+# How alike a name must be to a known one to be suggested (difflib's ratio): 0.7 keeps batch_size -> batch_sizes
+# and ttft -> ttft_ms, and drops colour -> cluster (0.62), which only misleads.
+SUGGEST_CUTOFF = 0.7
+
+
+def did_you_mean(name: str, known: list) -> str:
+    """`; did you mean 'a'?` when one of `known` is `name` in another case or spelled close to it; else ""."""
     import difflib
 
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f" (known: {', '.join(known)}){hint}"
+    same_but_case = [k for k in known if k.lower() == name.lower()]
+    close = same_but_case or difflib.get_close_matches(name, known, n=1, cutoff=SUGGEST_CUTOFF)
+    if not close:  # spelled in another case and with a typo: vLM for vllm
+        lowered = difflib.get_close_matches(name.lower(), [k.lower() for k in known], n=1, cutoff=SUGGEST_CUTOFF)
+        close = [k for k in known if lowered and k.lower() == lowered[0]]
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def is_oom(e: BaseException) -> bool:

@@ -16,6 +16,16 @@ from plots.errors import PlotError
 from plots.report import FORMATS, make_report
 
 EXIT_BAD_INPUT = 2
+EPILOG = """\
+With several RESULTS, --out is required: no one results folder owns the comparison.
+
+examples:
+  python -m plots results/a100 results/h100 --out results/compare    # one curve per hardware
+  python -m plots results/run --series backend,tp_size --where input_length=512 --format png,svg
+  python -m plots compare results/before results/after --fail-on-regression   # exit 1 if a point is slower
+
+exit codes: 0 report written; 1 compare --fail-on-regression found a slower point; 2 bad input (one error: line)
+"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,8 +34,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m plots", description=__doc__.splitlines()[0].strip("`. "),
-                     epilog="With several RESULTS, --out is required: no one results folder owns the comparison.")
+    parser = _Parser(prog="python -m plots", usage="%(prog)s RESULTS... [options]\n       %(prog)s compare BASE NEW "
+                     "[options]   (see python -m plots compare --help)",
+                     description="Charts and report.md from results folders (RESULTS/plots for one folder); or, with "
+                     "`compare`, whether two runs differ point by point (compare.md, a ratio chart per metric, "
+                     "--fail-on-regression for a CI gate).",
+                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="+", type=Path, help="results folders or results.csv files")
     parser.add_argument("--out", type=Path, help="output folder (default: RESULTS/plots for one results folder)")
     parser.add_argument("--series", help="comma-separated columns naming a curve (default: "

@@ -146,7 +146,8 @@ def test_unreadable_yaml(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("batch_sizes: [1,\n")
     assert main([str(bad)]) == 2
-    assert capsys.readouterr().err == f"error: {bad}: not valid YAML at line 2\n"
+    assert capsys.readouterr().err == (f"error: {bad}: not valid YAML at line 2, column 1: expected the node content, "
+                                       "but found '<stream end>' (while parsing a flow node from line 2)\n")
 
 
 def test_output_dir_collision(tmp_path, capsys):

@@ -16,7 +16,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
-from harness.errors import UserError
+from harness.errors import UserError, did_you_mean
 
 
 def to_dataclass(schema: type, raw: Any, prefix: str = "") -> Any:
@@ -43,12 +43,21 @@ def read_yaml_mapping(path: Path, kind: str = "config", contents: str = "keys at
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UserError(f"{path}: not valid YAML{where}") from None
+        raise UserError(f"{path}: not valid YAML{yaml_reason(e)}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of {contents}, got {_show(data)}")
     return data
+
+
+def yaml_reason(e: yaml.YAMLError) -> str:
+    """` at line 4, column 9: mapping values are not allowed here (while parsing a block mapping from line 2)`:
+    where the parser stopped and its own reason, for a one-line error."""
+    mark = getattr(e, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(e, "problem", None)
+    context, start = getattr(e, "context", None), getattr(e, "context_mark", None)
+    since = f" ({context} from line {start.line + 1})" if context and start else ""
+    return f"{where}: {problem}{since}" if problem else where
 
 
 def apply_override(raw: dict, item: str) -> None:
@@ -72,8 +81,9 @@ def _translate(e: OmegaConfBaseException, schema: type, prefix: str) -> UserErro
     key = _join(prefix, str(e.full_key or ""))
     if isinstance(e, ConfigKeyError):
         owner = e.object_type if dataclasses.is_dataclass(e.object_type) else schema
-        allowed = ", ".join(f.name for f in dataclasses.fields(owner))
-        return UserError(f"{key}: unknown key (allowed: {allowed})")
+        allowed = [f.name for f in dataclasses.fields(owner)]
+        hint = did_you_mean(key.rsplit(".", 1)[-1], allowed)
+        return UserError(f"{key}: unknown key (allowed: {', '.join(allowed)}){hint}")
     if isinstance(e, MissingMandatoryValue):
         return UserError(f"{key}: required, not set")
     return UserError(f"{key}: {_type_message(e)}")

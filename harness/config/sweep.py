@@ -114,6 +114,7 @@ def load_config(path: str | Path, overrides: List[str], backends: "Registry", wo
     raw = read_yaml_mapping(Path(path)) if raw is None else raw
     for item in overrides:
         apply_override(raw, item)
+    _replace_model_sources(raw, overrides)
     if "model" in raw and "models" in raw:
         raise UserError("models: give `model` (one) or `models` (a list to compare), not both")
     config = to_dataclass(SweepConfig, raw)
@@ -130,6 +131,30 @@ def load_config(path: str | Path, overrides: List[str], backends: "Registry", wo
     config.quality.resolve_paths(Path(path).parent)
     validate(config)
     return config
+
+
+# A model comes from a preset or from name_or_path, never both. Naming one on the command line replaces the other
+# from the YAML, so `model.name_or_path=DIR` runs your own model through any shipped sweep.
+_SOURCE_OVERRIDE = re.compile(r"^(model|models\.(\d+))\.(preset|name_or_path)$")
+_OTHER_SOURCE = {"preset": "name_or_path", "name_or_path": "preset"}
+
+
+def _replace_model_sources(raw: dict, overrides: List[str]) -> None:
+    """A model section whose preset (or name_or_path) an override set, and not the other one too, drops the other
+    one the YAML gave."""
+    named: Dict[Tuple[str, Optional[str]], set] = {}
+    for item in overrides:
+        match = _SOURCE_OVERRIDE.match(item.partition("=")[0].strip())
+        if match:
+            named.setdefault((match.group(1).split(".")[0], match.group(2)), set()).add(match.group(3))
+    for (key, index), given in named.items():
+        section = raw.get(key)
+        if index is not None:
+            section = section[int(index)] if isinstance(section, list) and int(index) < len(section) else None
+        if len(given) == 1 and isinstance(section, dict):
+            (source,) = given
+            if section.get(source) is not None:
+                section[_OTHER_SOURCE[source]] = None
 
 
 def validate(config: SweepConfig) -> None:

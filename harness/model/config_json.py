@@ -60,6 +60,10 @@ FAMILIES = {
 # decides (slow path).
 REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
             "max_position_embeddings", "tie_word_embeddings")
+# What planning reads of every model (the names of this module's docstring): a config without one of them cannot
+# be sized, whatever its family.
+PLANNED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+           "num_key_value_heads", "head_dim", "max_position_embeddings")
 # Fields a family's config class accepts but its transformers model does not build from: it builds the value here
 # whatever the config says. Another value would be planned, labelled and reported as a model nobody measured.
 NOT_BUILT = {
@@ -174,6 +178,13 @@ def not_built(fields: Mapping[str, Any]) -> Optional[Tuple[str, Any, Any, str]]:
         if value is not None and value != built:
             return path, value, built, why
     return None
+
+
+def missing_planned(c: ConfigView) -> Optional[str]:
+    """The first field planning reads (PLANNED) that `c` (its text_config, for a multimodal model) lacks under
+    planning's names, or None."""
+    text = getattr(c, "text_config", None) or c
+    return next((name for name in PLANNED if getattr(text, name, None) is None), None)
 
 
 def eager_attention_only(c: ConfigView) -> Optional[str]:

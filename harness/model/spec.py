@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from harness.config.sections import ModelConfig
-from harness.errors import UserError, known_names
+from harness.errors import UserError, did_you_mean, known_names
 from harness.model import config_json as config_view
 from harness.model.config_json import ConfigView
 from harness.model.quantized import Quantized, bytes_per_weight, weights_bytes
@@ -163,8 +163,21 @@ def _resolve(config: ModelConfig, key: str) -> ModelSpec:
     hf_config = _with_overrides(preset_config, source, config.overrides, key)
     _check_built(hf_config, config.overrides, key)
     changes = {k: v for k, v in config.overrides.items() if getattr(preset_config, k) != getattr(hf_config, k)}
-    return ModelSpec(name, source, config.weights, config.dtype, view_of(hf_config), count_parameters(hf_config),
-                     changes, hf_config)
+    view = view_of(hf_config)
+    _check_sizable(view, source, key)
+    return ModelSpec(name, source, config.weights, config.dtype, view, count_parameters(hf_config), changes,
+                     hf_config)
+
+
+def _check_sizable(view: ConfigView, source: str, key: str) -> None:
+    """Refuse, in one line, a config whose sizes planning cannot read: the estimate, the roofline and the labels
+    all need them, and a model planned from guessed sizes would be reported as measured."""
+    missing = config_view.missing_planned(view)
+    if missing is not None:
+        model_type = getattr(view, "model_type", None) or "unknown"
+        raise UserError(f"{key}: cannot size {source!r} (model_type {model_type}): its config.json has no "
+                        f"{missing}, nor a field transformers maps to it; planning needs "
+                        f"{', '.join(config_view.PLANNED)}")
 
 
 def view_of(hf_config) -> ConfigView:
@@ -226,7 +239,9 @@ def _with_overrides(preset_config, source: str, overrides: dict, key: str):
         return preset_config
     for name in overrides:
         if not hasattr(preset_config, name):
-            raise UserError(f"{key}.overrides.{name}: not a field of {type(preset_config).__name__}")
+            fields = sorted(preset_config.to_dict())
+            raise UserError(f"{key}.overrides.{name}: not a field of {type(preset_config).__name__}"
+                            f"{did_you_mean(name, fields)}")
     for alias, own in getattr(type(preset_config), "attribute_map", {}).items():
         if alias in overrides and own in overrides:  # one field twice (MPT: num_hidden_layers is n_layers)
             raise UserError(f"{key}.overrides.{alias}: is {type(preset_config).__name__}'s {own}, which the "
