@@ -30,6 +30,8 @@ from harness.plan.points import SweepPoint
 from harness.scenarios.stream import SERVER_SERIES, ServerSeries
 
 SERVER_METRICS_DIR = "server_metrics"  # one CSV per stream point of an entry that scrapes its server
+# Each server_metrics/*.csv: the scrape time from the stream's start, then one column per series.
+SERVER_SERIES_COLUMNS = ["t_s", *SERVER_SERIES]
 CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size", "pp_size",
                    "nodes"]
 # For a prompt file, input_length is its prompts' mean length; the real counts are in TOKEN_COLUMNS. A stream's
@@ -231,7 +233,7 @@ class ResultsDir:
         series_file = server_series_file(result)
         if series_file:  # rewritten whole: a resumed sweep's point is new
             (self.path / SERVER_METRICS_DIR).mkdir(exist_ok=True)
-            _rewrite(self.path / series_file, ["t_s", *SERVER_SERIES], server_series_rows(result.stream.server))
+            _rewrite(self.path / series_file, SERVER_SERIES_COLUMNS, server_series_rows(result.stream.server))
         if result.max_batch_size_found is None:
             _append(self.results_csv, RESULT_COLUMNS, [row])
             return

@@ -1,0 +1,145 @@
+"""The shape of a column declaration, shared by every file's: units spelled once, links into the measurement
+contract, the families that expand one declaration into several columns, and the context and point columns every
+file begins with."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Sequence
+
+from harness.measure.metrics import STATS
+
+
+@dataclass(frozen=True)
+class Column:
+    """One CSV column. `unit`: "ms", "tokens/s", "share 0-1", ...; "" for text, labels and paths. `where`: which
+    rows fill it ("all", "batch", "stream", or a narrower note); elsewhere the cell is empty."""
+
+    name: str
+    unit: str
+    meaning: str
+    where: str
+
+
+# --- Links into the measurement contract ----------------------------------------------------------------------
+# MkDocs heading slugs of docs/measurement.md (tests/test_columns.py checks that each still exists).
+
+def contract(slug: str) -> str:
+    """A link to a section of docs/measurement.md, relative to docs/reference/."""
+    return f"[contract](../measurement.md#{slug})"
+
+
+POINTS = contract("points-batches-and-phases")
+OUTPUT_LENGTH = contract("output-length")
+SAMPLING = contract("sampling")
+PER_BATCH = contract("per-timed-batch-samplescsv")
+PER_SEQUENCE = contract("per-request-sequence-as-vllms-serving-benchmark-defines-them")
+PER_POINT = contract("per-point-resultscsv")
+UNCERTAINTY = contract("uncertainty-harnessmeasurestatspy")
+STREAMS = contract("request-streams-scenario-stream")
+PREFIXES = contract("shared-prefixes-workloadprefix")
+MULTI_TURN = contract("multi-turn-conversations-workloadmulti_turn")
+QUANTIZATION = contract("quantization-modelquantization")
+ZERO = contract("zero-inference-deepspeed_zero")
+NODES = contract("more-than-one-node-nodes-cluster")
+BATCH_SEARCH = contract("the-largest-batch-batch_sizes-auto")
+SPECULATIVE = contract("speculative-decoding-speculative")
+ROOFLINE = contract("what-the-numbers-mean-mbu-mfu-the-roofline-cost")
+CONTEXT = contract("context")
+
+# Units, spelled once so that the test's suffix rules and the page agree.
+MS, S, TOKENS, TOKENS_PER_S, BYTES = "ms", "s", "tokens", "tokens/s", "bytes"
+GBPS, TFLOPS, FLOP, REQUESTS_PER_S = "GB/s", "TFLOP/s", "FLOP", "requests/s"
+SHARE, RATIO, COUNT, INDEX, PERCENT = "share 0-1", "ratio", "count", "index", "%"
+WATTS, JOULES, JOULES_PER_TOKEN = "W", "J", "J/token"
+PRICE_PER_M_TOKENS = "currency/1M tokens"  # hardware.cost_per_hour's currency, whichever it is
+TEXT = ""
+
+
+# --- Families: one declaration, several columns ------------------------------------------------------------------
+
+# Percentiles interpolate linearly (numpy's default); the page says so once.
+STAT_WORDS = {"mean": "Mean", "p50": "Median", "p90": "90th percentile", "p99": "99th percentile",
+              "std": "Sample standard deviation (0 for one value)"}
+
+
+def stats_family(metric: str, unit: str, of: str, where: str, see: str,
+                 stats: Sequence[str] = STATS) -> List[Column]:
+    """`{metric}_{stat}` for each statistic (metrics.STATS, or REQUEST_STATS): `of` says what the values are."""
+    return [Column(f"{metric}_{s}", unit, f"{STAT_WORDS[s]} of {of}. {see}", where) for s in stats]
+
+
+def ci95_family(metric: str, unit: str, of: str, method: str) -> List[Column]:
+    """`{metric}_ci95_low` and `_high`: the two ends of a 95% interval over the timed batches."""
+    return [Column(f"{metric}_ci95_{end}", unit,
+                   f"{word} end of the 95% interval of {of} over the timed batches ({method}); empty below two "
+                   f"batches. {UNCERTAINTY}", "batch")
+            for end, word in (("low", "Lower"), ("high", "Upper"))]
+
+
+def keyed(columns: Iterable[Column]) -> Dict[str, Column]:
+    """Columns by name; a name declared twice for one file is a mistake in this module."""
+    out: Dict[str, Column] = {}
+    for c in columns:
+        if c.name in out:
+            raise ValueError(f"column {c.name!r} is declared twice for one file")
+        out[c.name] = c
+    return out
+
+
+# --- Every file's leading columns: which entry and which point (writers.CONTEXT_COLUMNS, POINT_COLUMNS) ----------
+
+CONTEXT_DECLARED = [
+    Column("benchmark_name", TEXT, "The sweep's `benchmark_name` (config); it also names the results folder.", "all"),
+    Column("backend", TEXT, "The backend entry's label: one engine with one set of options.", "all"),
+    Column("model", TEXT, "The model's label: its section's `label`, else the preset or name, with "
+           f"`(modified: ...)` when `model.overrides` changed it. {CONTEXT}", "all"),
+    Column("dtype", TEXT, "The dtype the entry runs the model in: the model's, or the entry's own `dtype` where it "
+           "sets one.", "all"),
+    Column("hardware", TEXT, "The GPU's name as the driver reports it, or the CPU model and the cores the run may "
+           "use (`, no CUDA device` on rows of a GPU entry skipped for lack of GPUs).", "all"),
+    Column("num_devices", COUNT, f"Devices the entry runs on, every node's together. {NODES}", "all"),
+    Column("tp_size", COUNT, "Tensor-parallel size.", "all"),
+    Column("pp_size", COUNT, f"Pipeline-parallel size. {NODES}", "all"),
+    Column("nodes", COUNT, f"Machines the entry's ranks span. {NODES}", "all"),
+]
+
+POINT_DECLARED = [
+    Column("scenario", TEXT, "`batch` (static batches of `batch_size`) or `stream` (requests arriving over time at "
+           f"`request_rate`). {POINTS}", "all"),
+    Column("workload", TEXT, "What the prompts are: `random`, or a prompt file with its template.", "all"),
+    Column("batch_size", COUNT, "Sequences per batch; empty on a `batch_sizes: auto` search's result row. "
+           f"{POINTS}", "batch"),
+    Column("input_length", TOKENS, "The point's prompt length: exact for `random` prompts; for a prompt file the "
+           "mean length of the prompts the sweep draws from; for a trace its window's longest. The real counts are "
+           f"`input_tokens*`. {POINTS}", "all"),
+    Column("output_length", TOKENS, "Output budget per sequence: forced unless `stop_at_eos`, else a cap; for a "
+           f"trace its window's longest. {OUTPUT_LENGTH}", "all"),
+    Column("request_rate", REQUESTS_PER_S, "Offered arrival rate: `inf` for a burst (every request at t=0); for a "
+           "trace the rate its window offers; empty on a `request_rates: auto` search's result row. In a multi-turn "
+           f"stream, conversations per second. {STREAMS}", "stream"),
+    Column("max_concurrency", COUNT, "Cap on requests in flight; released requests wait at the client for a slot. "
+           f"Empty: no cap. {STREAMS}", "stream"),
+]
+
+
+def leading(scenario: str) -> List[Column]:
+    """The context and point columns of a file that holds one scenario's rows only: its own scenario's point columns
+    are filled on every row; the other scenario's are written there too (one key for every file), always empty."""
+    where = {scenario: "all", {"batch": "stream", "stream": "batch"}[scenario]: "never: empty in this file"}
+    return CONTEXT_DECLARED + [dataclasses.replace(c, where=where.get(c.where, c.where)) for c in POINT_DECLARED]
+
+SPECULATIVE_WHERE = "speculative entries"
+
+
+def draft_counters(over: str) -> List[Column]:
+    """The engine's speculative-decoding counters (metrics.SPEC_FIGURES' totals), summed `over`."""
+    return [
+        Column("draft_steps", COUNT, f"Verifying passes that carried at least one proposal, {over}. {SPECULATIVE}",
+               SPECULATIVE_WHERE),
+        Column("draft_tokens_proposed", TOKENS, f"Tokens the draft proposed, {over}. {SPECULATIVE}",
+               SPECULATIVE_WHERE),
+        Column("draft_tokens_accepted", TOKENS, f"Proposed tokens the target accepted, {over}. {SPECULATIVE}",
+               SPECULATIVE_WHERE),
+    ]

@@ -1,0 +1,71 @@
+"""The reference page: every file's columns in the order its writer writes them, from the declarations."""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+from harness.measure import writers
+from harness.measure.columns.base import Column
+from harness.measure.columns.results import RESULTS
+from harness.measure.columns.rows import REQUESTS, SAMPLES, SERVER_METRICS
+
+FILES: Dict[str, Dict[str, Column]] = {
+    "results.csv": RESULTS,
+    "samples.csv": SAMPLES,
+    "requests.csv": REQUESTS,
+    "server_metrics/*.csv": SERVER_METRICS,
+}
+
+
+def written_columns() -> Dict[str, List[str]]:
+    """Each file's header as its writer writes it (harness/measure/writers.py), in order."""
+    return {"results.csv": list(writers.RESULT_COLUMNS), "samples.csv": list(writers.SAMPLE_COLUMNS),
+            "requests.csv": list(writers.REQUEST_COLUMNS), "server_metrics/*.csv": list(writers.SERVER_SERIES_COLUMNS)}
+
+
+# --- The reference page -----------------------------------------------------------------------------------------
+
+FILE_INTROS = {
+    "results.csv": "One row per point: a batch point's figures over its timed batches, a stream point's over its "
+                   "timed requests. A search (`batch_sizes: auto`, `request_rates: auto`) writes each probe as a "
+                   "point, then a row of its own with its answer.",
+    "samples.csv": "One row per timed batch of every batch point.",
+    "requests.csv": "One row per timed request of every stream point, failed requests included; times in seconds "
+                    "from the stream's start.",
+    "server_metrics/*.csv": "One file per stream point of an entry that scrapes its server's Prometheus endpoint "
+                            "(named in that point's `server_metrics_file`), one row per scrape.",
+}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def file_table(file: str) -> List[str]:
+    """The file's table rows, in the writer's order; a written column without a declaration raises, naming it."""
+    declared = FILES[file]
+    lines = ["| column | unit | filled for | meaning |", "|---|---|---|---|"]
+    for name in written_columns()[file]:
+        if name not in declared:
+            raise KeyError(f"{file}: column {name!r} is written but not declared in harness/measure/columns/")
+        c = declared[name]
+        lines.append(f"| `{c.name}` | {_cell(c.unit)} | {_cell(c.where)} | {_cell(c.meaning)} |")
+    return lines
+
+
+def reference_markdown() -> str:
+    """The whole text of docs/reference/columns.md."""
+    lines = [
+        "# Results columns",
+        "",
+        "Generated from `harness/measure/columns/` and held to the code that writes the columns by "
+        "`tests/test_columns.py`; regenerate with `python scripts/gen_docs.py`.",
+        "",
+        "*filled for*: `all` is every row the point's status allows (a point that is not `ok` has no figures); "
+        "`batch` and `stream` are that scenario's rows only; anything narrower names the entries or settings that "
+        "fill the column. Elsewhere the cell is empty. Percentiles interpolate linearly. The measurement contract, "
+        "[docs/measurement.md](../measurement.md), is the authority on each definition.",
+    ]
+    for file in FILES:
+        lines += ["", f"## {file}", "", FILE_INTROS[file], "", *file_table(file)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,263 @@
+"""results.csv's columns: one row per point (docs/reference/columns.md is generated from these)."""
+
+from __future__ import annotations
+
+from harness.measure.columns.base import (
+    BATCH_SEARCH, BYTES, CONTEXT_DECLARED, COUNT, Column, FLOP, GBPS, JOULES_PER_TOKEN, MS, MULTI_TURN, PERCENT,
+    PER_POINT, PER_SEQUENCE, POINTS, POINT_DECLARED, PREFIXES, PRICE_PER_M_TOKENS, QUANTIZATION, RATIO, REQUESTS_PER_S,
+    ROOFLINE, S, SAMPLING, SHARE, SPECULATIVE, SPECULATIVE_WHERE, STREAMS, TEXT, TFLOPS, TOKENS, TOKENS_PER_S,
+    UNCERTAINTY, WATTS, ZERO, ci95_family, draft_counters, keyed, stats_family,
+)
+from harness.measure.metrics import REQUEST_STATS
+
+
+# --- results.csv: one row per point ---------------------------------------------------------------------------
+
+RUN_DECLARED = [
+    Column("num_batches", COUNT, "Timed batches (with `num_batches: auto`, how many it took). "
+           f"{POINTS}", "batch"),
+    Column("num_warmup_batches", COUNT, "Untimed warm-up batches run before them; 0 when the point never ran.",
+           "batch"),
+    Column("status", TEXT, "`ok`, `oom` (out of memory), `skipped` (not run: an engine limit, a failed memory "
+           "check, an unsupported option) or `error`.", "all"),
+    Column("error", TEXT, "Why the point is not `ok`, on one line; empty when it is.", "all"),
+]
+
+TIMING_DECLARED = (
+    # Each value is defined where it is written one by one: samples.csv (per batch) and requests.csv (per request).
+    stats_family("latency_ms", MS, "the timed batches' `latency_ms`", "batch", PER_POINT)
+    + stats_family("ttft_ms", MS, "`ttft_ms` over the timed batches (batch) or the completed requests (stream)",
+                   "all", PER_POINT)
+    + stats_family("tpot_ms", MS, "`tpot_ms` over the timed batches (batch) or the completed requests (stream); "
+                   "empty when none got past one token", "all", PER_POINT)
+    + [
+        Column("throughput_tokens_per_s", TOKENS_PER_S, "Output tokens per second: a batch point's total output "
+               "tokens / total latency of its timed batches; a stream point's completed requests' output tokens / "
+               f"`duration_s`. {PER_POINT}", "all"),
+        Column("prefill_tokens_per_s", TOKENS_PER_S, "Total input tokens / total TTFT of the timed batches (padding "
+               f"never counted). {PER_POINT}", "batch"),
+        Column("latency_per_output_token_ms", MS, "Total latency / total decode steps of the timed batches (each "
+               "batch's longest sequence's output tokens): per step of the batch, not per token of its sequences. "
+               f"{PER_POINT}", "batch"),
+    ]
+)
+
+UNCERTAINTY_DECLARED = (
+    ci95_family("latency_ms", MS, "the mean latency", "Student's t, n - 1 degrees of freedom")
+    + ci95_family("ttft_ms", MS, "the mean TTFT", "Student's t, n - 1 degrees of freedom")
+    + ci95_family("tpot_ms", MS, "the mean TPOT", "Student's t, n - 1 degrees of freedom")
+    + ci95_family("throughput_tokens_per_s", TOKENS_PER_S, "the throughput", "the ratio estimator's, throughput "
+                  "being a ratio of totals")
+    + [
+        Column("latency_ms_cv", RATIO, "Coefficient of variation of the batch latencies: sample standard deviation "
+               f"/ mean. {UNCERTAINTY}", "batch"),
+        Column("converged", "true/false", "`true` when the mean latency's 95% interval got within "
+               "`stop.target_ci_pct` of the mean, `false` when timing stopped at `stop.max_batches`. "
+               f"{UNCERTAINTY}", "num_batches: auto"),
+    ]
+)
+
+TOKENS_DECLARED = [
+    Column("input_tokens_mean", TOKENS, "Mean real prompt tokens per sequence (per completed request in a stream), "
+           f"padding excluded, a shared prefix included. {PER_POINT}", "all"),
+    Column("input_tokens_max", TOKENS, f"The longest of those prompts. {PER_POINT}", "all"),
+    Column("output_tokens_mean", TOKENS, f"Mean output tokens per sequence or completed request. {PER_POINT}",
+           "all"),
+    Column("output_tokens_source", TEXT, "Where the requests' output counts come from: `engine` (its token ids), "
+           "`usage` (the server's final usage), `tokenizer` (the text re-tokenized) or `chunks` (one per streamed "
+           f"chunk); joined with `+` when requests differ. {STREAMS}", "stream"),
+    Column("prefix_cache_hit_rate", SHARE, "Prompt tokens served from the prefix cache / prompt tokens, over the "
+           "timed sequences or requests where the engine reports every one's cached tokens; else a stream's "
+           f"`server_prefix_cache_hit_rate`. {PREFIXES}", "vllm; openai streams"),
+]
+
+# Per sequence of a static batch (metrics.REQUEST_METRICS), pooled over every sequence of every timed batch.
+REQUEST_WORDS = {
+    "request_ttft_ms": "per-sequence TTFT (its batch's submission to its own first token)",
+    "request_tpot_ms": "per-sequence TPOT ((its last token - its first) / (its tokens - 1))",
+    "request_latency_ms": "per-sequence latency (its batch's submission to its own last token)",
+}
+REQUEST_DECLARED = [c for metric, of in REQUEST_WORDS.items()
+                    for c in stats_family(metric, MS, of + " over every timed sequence", "batch", PER_SEQUENCE,
+                                          REQUEST_STATS)]
+
+MEMORY_DECLARED = [
+    Column("peak_memory_bytes", BYTES, "Peak memory during the point: the device allocator's peak on a GPU, the "
+           f"process tree's peak RSS on a CPU (reset before each point). {PER_POINT}", "points that ran"),
+    Column("peak_host_memory_bytes", BYTES, "Host peak RSS beside the device's, for an engine that keeps its "
+           f"weights on the host. {ZERO}", "deepspeed_zero"),
+    Column("memory_before_load_bytes", BYTES, "The `peak_memory_bytes` counter read before the engine loaded; the "
+           f"peak minus it is what the engine and the point added. {PER_POINT}", "measured points"),
+    Column("estimated_memory_bytes", BYTES, "The planner's memory estimate for the point; empty on a "
+           f"`batch_sizes: auto` search's result row. {PER_POINT}", "all"),
+    Column("load_time_s", S, "Building or loading the model and starting the engine, imports excluded; the entry's, "
+           f"on each of its rows. {PER_POINT}", "all"),
+]
+
+STREAM_DECLARED = (
+    [
+        Column("num_requests", COUNT, f"Timed requests, failed ones included (every turn, multi-turn). {STREAMS}",
+               "stream"),
+        Column("num_warmup_requests", COUNT, "Untimed warm-up requests run before the timed stream; 0 when the "
+               f"point never ran. {STREAMS}", "stream"),
+        Column("requests_failed", COUNT, "Timed requests that failed (error, timeout, wrong token count): in "
+               f"requests.csv, left out of every latency, rate and throughput. {STREAMS}", "stream"),
+        Column("achieved_request_rate", REQUESTS_PER_S, f"Completed requests / `duration_s`. {STREAMS}", "stream"),
+        Column("duration_s", S, "From the stream's start (the first request's scheduled arrival) to its last token. "
+               f"{STREAMS}", "stream"),
+        Column("num_conversations", COUNT, f"Conversations in the stream. {MULTI_TURN}", "multi-turn streams"),
+    ]
+    + stats_family("itl_ms", MS, "the inter-token gaps of every completed request, pooled (one gap per token "
+                   "hand-over after the first)", "stream", STREAMS)
+    + stats_family("e2e_ms", MS, "the completed requests' `e2e_ms` (scheduled arrival to last token)", "stream",
+                   STREAMS)
+    + [
+        Column("slo_ttft_ms", MS, f"The TTFT target requests are judged by (`stream.slo.ttft_ms`). {STREAMS}",
+               "stream"),
+        Column("slo_tpot_ms", MS, f"The TPOT target (`stream.slo.tpot_ms`). {STREAMS}", "stream"),
+        Column("slo_percentile", PERCENT, "Percent of requests that must meet both targets for the rate to count as "
+               f"sustained (`stream.slo.percentile`, 0-100). {STREAMS}", "stream"),
+        Column("slo_attainment", SHARE, "Share of the timed requests that met both targets (a failed request met "
+               f"none). {STREAMS}", "stream"),
+        Column("goodput", REQUESTS_PER_S, f"Requests that met both targets / `duration_s`. {STREAMS}", "stream"),
+        Column("max_concurrency_reached", COUNT, "Most requests between reaching the engine and their last token "
+               f"at any instant. {STREAMS}", "stream"),
+        Column("send_slip_ms_p50", MS, "Median send slip (released - scheduled): how late the client released "
+               f"requests. {STREAMS}", "stream"),
+        Column("send_slip_ms_p99", MS, "99th percentile of the send slip; above 5 ms the client, not the engine, "
+               f"limited the offered load. {STREAMS}", "stream"),
+        Column("queue_ms_mean", MS, "Mean time requests waited to be scheduled, as the engine reports it. "
+               f"{STREAMS}", "vllm, hf streams"),
+    ]
+)
+
+SEARCH_DECLARED = [
+    Column("search", TEXT, "`probe` on each batch size or rate a search tried, `result` on the search's own row. "
+           f"{BATCH_SEARCH}", "batch_sizes: auto; request_rates: auto"),
+    Column("search_probes", TEXT, "Every probe in order with how it went (`64 ok, 128 oom`; `4/s met, 8/s missed`), "
+           f"and why the search stopped short where it did. {BATCH_SEARCH}", "search result rows"),
+    Column("max_rate_within_slo", REQUESTS_PER_S, "The highest rate probed whose `slo_attainment` reached "
+           f"`slo_percentile`; empty when none did. {STREAMS}", "request_rates: auto"),
+    Column("max_batch_size_found", COUNT, "The largest batch size that ran; empty when none did. "
+           f"{BATCH_SEARCH}", "batch_sizes: auto"),
+    Column("max_batch", "true/blank", "`true` on the probe row of the largest batch that ran. "
+           f"{BATCH_SEARCH}", "batch_sizes: auto"),
+]
+
+ENGINE_DECLARED = [
+    Column("kv_cache_capacity_tokens", TOKENS, "Tokens vLLM's KV cache holds: its blocks x block size.", "vllm"),
+    Column("engine_kv_cache_bytes", BYTES, "`kv_cache_capacity_tokens` x the KV bytes per token the harness computes "
+           "from the model's config at the model's dtype (not read from vLLM).", "vllm"),
+    Column("batching", TEXT, "How the stream is batched: `continuous` (vllm; hf with `batching: continuous`), "
+           "`static` (hf with `batching: static`) or `server` (openai: the server's own).", "vllm, hf, openai streams"),
+    Column("prefix_caching", "True/False", "Whether the engine reuses prompt KV across requests: vLLM's "
+           "`enable_prefix_caching`; `False` for hf; for openai what the server's command says, else empty. "
+           f"{PREFIXES}", "vllm; hf and openai streams"),
+]
+
+SERVER_DECLARED = [
+    Column("server_requests_running_max", COUNT, "Largest scraped value of the server's running-requests gauge (a "
+           f"peak between two scrapes is missed). {STREAMS}", "openai entries with server metrics"),
+    Column("server_requests_waiting_max", COUNT, f"Largest scraped value of its waiting-requests gauge. {STREAMS}",
+           "openai entries with server metrics"),
+    Column("server_kv_cache_usage_max", SHARE, "Largest scraped KV-cache usage, as a fraction of the cache. "
+           f"{STREAMS}", "vLLM, SGLang servers"),
+    Column("server_preemptions", COUNT, "Increase of the server's preemption counter from the first scrape to the "
+           f"last. {STREAMS}", "vLLM servers"),
+    Column("server_prefix_cache_hit_rate", SHARE, "Increase of the server's prefix-cache hits / increase of its "
+           f"queries (both in tokens) over the stream. {STREAMS}", "vLLM servers"),
+    Column("server_metrics_file", TEXT, "The point's scraped time series, relative to the results folder "
+           f"(`server_metrics/*.csv`). {STREAMS}", "openai entries with server metrics"),
+]
+
+
+SPEC_DECLARED = (
+    [
+        Column("spec_method", TEXT, "The entry's `speculative.method` (`ngram`, `prompt_lookup`, `draft`, `eagle`); "
+               f"empty without speculation. {SPECULATIVE}", SPECULATIVE_WHERE),
+        Column("spec_tokens", TOKENS, "k: tokens the draft proposes per step (`num_speculative_tokens`). "
+               f"{SPECULATIVE}", SPECULATIVE_WHERE),
+    ]
+    + draft_counters("summed over the timed batches or the timed stream")
+    + [
+        Column("acceptance_rate", SHARE, f"`draft_tokens_accepted` / `draft_tokens_proposed`. {SPECULATIVE}",
+               SPECULATIVE_WHERE),
+        Column("mean_accepted_length", TOKENS, "1 + accepted / draft steps: tokens a verifying pass emits, the "
+               f"target's own token included. {SPECULATIVE}", SPECULATIVE_WHERE),
+        Column("spec_baseline", TEXT, "The entry without speculation (same engine and options) this one is compared "
+               f"with. {SPECULATIVE}", SPECULATIVE_WHERE),
+        Column("speedup_vs_baseline", RATIO, "The baseline's `tpot_ms_mean` at the same point / this entry's. "
+               f"{SPECULATIVE}", SPECULATIVE_WHERE),
+    ]
+)
+
+CROSSCHECK_DECLARED = [
+    Column("tokens_identical_share", SHARE, "Share of generated token positions identical to the reference entry's "
+           "at the same point (a speculative entry's `spec_baseline`, else the sweep's first entry without "
+           "speculation), each sequence up to its first EOS; over the first timed batch, or every timed request. "
+           f"Empty when sampling or when the weights differ. {SAMPLING}",
+           "greedy entries with a same-weights reference"),
+]
+
+QUALITY_DECLARED = [
+    Column("quantization", TEXT, f"The entry's weights as loaded: `none`, `int8`, `int4` or `fp8`. {QUANTIZATION}",
+           "all"),
+    Column("weight_bytes", BYTES, "Bytes the model's parameters and buffers hold as loaded (a quantized weight's "
+           "data, scales and zero points; tied weights once); deepspeed_zero: the whole model as partitioned. "
+           f"{QUANTIZATION}", "hf, accelerate, deepspeed, deepspeed_zero"),
+    Column("quality_reference", TEXT, "The unquantized entry (same engine and options) a quantized entry is held "
+           f"against. {QUANTIZATION}", "quantized entries"),
+    Column("logits_rel_error", RATIO, "||L_q - L||_2 / ||L||_2 of the last prompt position's logits against "
+           "`quality_reference`'s, on the point's first inputs (untimed); 0 on the reference's own rows. "
+           f"{QUANTIZATION}", "sweeps that quantize"),
+    Column("top1_agreement", SHARE, "Share of prompt positions whose argmax agrees with `quality_reference`'s; 1 on "
+           f"the reference's own rows. {QUANTIZATION}", "sweeps that quantize"),
+    Column("perplexity", "dimensionless", "exp(mean negative log-likelihood) of the model on `quality.text`, in "
+           f"non-overlapping windows; once per entry, untimed. {QUANTIZATION}", "quality.text set"),
+    Column("perplexity_delta", "dimensionless", "This entry's `perplexity` minus its `quality_reference`'s; 0 on the "
+           f"reference's own rows. {QUANTIZATION}", "quality.text set, sweeps that quantize"),
+]
+
+ROOFLINE_WHERE = "batch, no speculation, known peaks"
+ROOFLINE_DECLARED = [
+    Column("peak_memory_bandwidth_gbps", GBPS, "Peak memory bandwidth the point is held against: one device's "
+           "(datasheet for a GPU, measured for a CPU, or `hardware.peak_memory_bandwidth_gbps`) x the entry's GPUs. "
+           f"{ROOFLINE}", ROOFLINE_WHERE),
+    Column("peak_tflops", TFLOPS, "Peak dense FLOP/s in the dtype, likewise (`hardware.peak_tflops` overrides). "
+           f"{ROOFLINE}", ROOFLINE_WHERE),
+    Column("decode_bytes_per_step", BYTES, "Bytes one decode step reads, from the model's config: weights read + "
+           f"batch x context x KV bytes per token, context = mean prompt + half the mean output. {ROOFLINE}",
+           ROOFLINE_WHERE),
+    Column("decode_flops_per_step", FLOP, "FLOPs of that decode step (2 per multiply-add, attention over the "
+           f"context included). {ROOFLINE}", ROOFLINE_WHERE),
+    Column("decode_bandwidth_gbps", GBPS, f"`decode_bytes_per_step` / mean TPOT. {ROOFLINE}", ROOFLINE_WHERE),
+    Column("mbu", SHARE, f"Memory bandwidth utilization: `decode_bandwidth_gbps` / peak bandwidth. {ROOFLINE}",
+           ROOFLINE_WHERE),
+    Column("prefill_bytes", BYTES, "Bytes a batch's prefill moves: weights read + prompt tokens x KV bytes per "
+           f"token; the mean over the timed batches. {ROOFLINE}", ROOFLINE_WHERE),
+    Column("prefill_flops", FLOP, "FLOPs of a batch's prefill: body matmuls per prompt token, the head per "
+           f"sequence, causal attention; the mean over the timed batches. {ROOFLINE}", ROOFLINE_WHERE),
+    Column("prefill_tflops", TFLOPS, f"`prefill_flops` / mean TTFT. {ROOFLINE}", ROOFLINE_WHERE),
+    Column("mfu", SHARE, f"Model FLOP/s utilization: `prefill_tflops` / `peak_tflops`. {ROOFLINE}", ROOFLINE_WHERE),
+    Column("roofline_latency_ms", MS, "Lower bound on a batch's latency from the two peaks: the prefill and each "
+           f"decode step at the slower of bytes / bandwidth and FLOPs / FLOP/s. {ROOFLINE}", ROOFLINE_WHERE),
+    Column("roofline_ratio", RATIO, "`latency_ms_mean` / `roofline_latency_ms`; below 1 a peak or a formula is "
+           f"wrong. {ROOFLINE}", ROOFLINE_WHERE),
+    Column("cost_per_million_output_tokens", PRICE_PER_M_TOKENS, "`hardware.cost_per_hour` x the entry's devices / "
+           "output tokens per hour (from `throughput_tokens_per_s`) x 10^6, in the currency of `cost_per_hour`. "
+           f"{ROOFLINE}", "hardware.cost_per_hour set"),
+]
+
+ENERGY_WHERE = "batch, GPU (NVML)"
+ENERGY_DECLARED = [
+    Column("energy_j_per_output_token", JOULES_PER_TOKEN, "NVML energy of every GPU of the entry over the timed "
+           f"batches / their output tokens; never estimated. {ROOFLINE}", ENERGY_WHERE),
+    Column("avg_power_w", WATTS, f"That energy / the timed batches' summed latency. {ROOFLINE}", ENERGY_WHERE),
+]
+
+RESULTS = keyed(
+    CONTEXT_DECLARED + POINT_DECLARED  # results.csv holds both scenarios' rows
+    + RUN_DECLARED + TIMING_DECLARED + UNCERTAINTY_DECLARED + TOKENS_DECLARED + REQUEST_DECLARED + MEMORY_DECLARED
+    + STREAM_DECLARED + SEARCH_DECLARED + ENGINE_DECLARED + SERVER_DECLARED + SPEC_DECLARED + CROSSCHECK_DECLARED
+    + QUALITY_DECLARED + ROOFLINE_DECLARED + ENERGY_DECLARED
+)
