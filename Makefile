@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -13,6 +13,20 @@ $(READY): requirements.txt requirements-cpu.txt requirements-gpu.txt scripts/set
 
 demo: setup
 	$(PY) benchmark.py yamls/cpu-tiny.yaml
+
+# The docs site (mkdocs-material, sources in docs/), served at http://127.0.0.1:8000 while you edit.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
+
+# The site built as CI builds it: a broken link or anchor, or a page left out of the nav, fails.
+docs-build: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $${TMPDIR:-/tmp}/llm-bench-site
+
+# docs/demo/: the CPU demo's report and charts from a fresh run of yamls/cpu-tiny.yaml (about 3 minutes here).
+docs-demo: setup
+	rm -rf results/docs-demo
+	$(PY) benchmark.py yamls/cpu-tiny.yaml --output-dir results/docs-demo
+	rm -rf docs/demo && cp -r results/docs-demo/plots docs/demo
 
 # Real prompts (the example chats through the tiny model's chat template), sampled, on hf and vllm.
 demo-prompts: setup
@@ -44,8 +58,9 @@ demo-quantization: setup
 demo-multinode: setup
 	$(PY) benchmark.py yamls/cpu-multinode.yaml
 
-# The layers of docs/architecture.md first (import-linter, a few seconds), then the suite.
-test: setup
+# The layers of docs/architecture.md first (import-linter, a few seconds), the docs site (mkdocs --strict), then the
+# suite.
+test: setup docs-build
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 

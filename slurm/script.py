@@ -55,7 +55,7 @@ def render_script(parameters: Dict[str, Any], template: SlurmTemplate, path: Pat
     agent = f'exec {q(template.python)} benchmark.py --node-agent "$BENCH_RENDEZVOUS" --log-dir "$BENCH_JOB_DIR/logs"'
     lines = [
         "#!/bin/bash",
-        f"# Built by benchmark.py from {path} (see README, \"More than one node\"); sbatch this file.",
+        f"# Built by benchmark.py from {path} (see docs/guides/multinode.md); sbatch this file.",
         *(f"#SBATCH {d}" for d in directives),
         "set -euo pipefail",
         f"cd {q(template.project_dir)}",

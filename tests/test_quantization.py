@@ -284,7 +284,7 @@ def reference_perplexity(folder: Path, text: str, max_tokens: int, window: int) 
 def test_perplexity_on_a_text_and_its_delta_under_quantization(tmp_path, pretrained_folder):
     pytest.importorskip("torchao")
     text = tmp_path / "text.txt"
-    text.write_text((Path(__file__).resolve().parent.parent / "README.md").read_text()[:6000])
+    text.write_text((Path(__file__).resolve().parent.parent / "docs" / "measurement.md").read_text()[:6000])
     path = tmp_path / "sweep.yaml"
     path.write_text(f"""benchmark_name: perplexity
 model: {{name_or_path: {pretrained_folder}, weights: pretrained, dtype: fp32, quantization: [none, int8]}}

@@ -1,5 +1,6 @@
-"""`python benchmark.py --schema [SECTION]` prints the typed config as it is checked, and the README's backend-option
-table is held to it: an option added to a backend without a README row (or a row left for a removed one) fails."""
+"""`python benchmark.py --schema [SECTION]` prints the typed config as it is checked, and the backend-option table of
+docs/guides/engines.md is held to it: an option added to a backend without a row there (or a row left for a removed
+one) fails."""
 
 import re
 from pathlib import Path
@@ -12,8 +13,8 @@ from backends.registry import BACKENDS
 from harness.config import schema
 from workloads.registry import WORKLOADS
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-COMMON = [k.name for k in schema.keys(BackendOptions)]  # every entry's: the README says so above the table
+ENGINES_PAGE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "engines.md"
+COMMON = [k.name for k in schema.keys(BackendOptions)]  # every entry's: the page says so above the table
 
 
 def run(capsys, *argv):
@@ -22,10 +23,11 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def readme_backend_options() -> dict:
-    """Backend name -> the option names its rows of the README's table list (`a`, `b` in one row counts both)."""
+def documented_backend_options() -> dict:
+    """Backend name -> the option names its rows of the engines page's table list (`a`, `b` in one row counts
+    both)."""
     table, current = {}, None
-    lines = README.read_text().splitlines()
+    lines = ENGINES_PAGE.read_text().splitlines()
     start = lines.index("| backend | option | default | meaning |")
     for line in lines[start + 2:]:
         if not line.startswith("|"):
@@ -37,14 +39,14 @@ def readme_backend_options() -> dict:
     return table
 
 
-def test_the_readme_table_lists_exactly_each_backends_options():
+def test_the_engines_page_lists_exactly_each_backends_options():
     sections = schema.sections(BACKENDS, WORKLOADS)
-    documented = readme_backend_options()
+    documented = documented_backend_options()
     assert set(documented) == set(BACKENDS.names())
     for name in BACKENDS.names():
         cls, _ = sections[f"backends.{name}"]
         options = {k.name for k in schema.keys(cls)} - set(COMMON)
-        assert documented[name] == options, f"README rows for {name}: add {options - documented[name]}, " \
+        assert documented[name] == options, f"docs/guides/engines.md rows for {name}: add {options - documented[name]}, " \
                                             f"remove {documented[name] - options}"
 
 

@@ -2,7 +2,7 @@
 
 Generated from the typed config itself (harness/config/sweep.py, harness/config/stream.py, each backend's and workload's
 `Options`), so what it prints cannot drift from what a YAML is checked against; tests/test_schema.py holds the
-README's backend-option table to it.
+backend-option table of docs/guides/engines.md to it.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def sections(backends: Registry, workloads: Registry) -> Dict[str, Tuple[type, s
         _collect_nested(cls, "", found)
     for name in workloads.names():
         cls = workloads.get(name, "workload")
-        _collect(cls.Options, f"workload.{name}", f"the `workload` section of a {name} workload", "", found)
+        _collect(cls.Options, f"workload.{name}", f"the `workload` section of a {name} workload", "workload.", found)
     return found
 
 
@@ -70,6 +70,23 @@ def render(chosen: Dict[str, Tuple[type, str]]) -> str:
             lines.append(f"  {k.name:<{width[0]}}  {k.type:<{width[1]}}  {k.default:<{width[2]}}  {k.help}".rstrip())
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def render_markdown(chosen: Dict[str, Tuple[type, str]]) -> str:
+    """The same keys as `render`, as docs/reference/config.md's sections: a heading and a table per section."""
+    blocks = []
+    for name, (cls, what) in chosen.items():
+        sentence = _cell(what[:1].upper() + what[1:]) + ("" if what.endswith(".") else ".")
+        lines = [f"## {name}", "", sentence, "",
+                 "| key | type | default | meaning |", "|---|---|---|---|"]
+        lines += [f"| `{k.name}` | {_cell(k.type)} | `{_cell(k.default)}` | {_cell(k.help)} |" for k in keys(cls)]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _collect(cls: type, name: str, what: str, prefix: str, found: Dict[str, Tuple[type, str]]) -> None:
