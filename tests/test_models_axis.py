@@ -60,7 +60,7 @@ def test_plan_and_dry_run_name_each_model(tmp_path, capsys):
     path = write(tmp_path / "m.yaml", [TINY, ONE_LAYER])
     assert main([str(path), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert out.count("tiny-1-layer") == 2 + 1  # its two points and its workload line
+    assert out.count("tiny-1-layer") == 2 + 1 + 1  # its two points, its model line and its workload line
     assert "4 of 4 points fit" in out
     assert main([str(path), "--plan"]) == 0
     out = capsys.readouterr().out
