@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Dict, Optional, Sequence, Tuple
@@ -53,6 +54,14 @@ class BackendOptions:
     def validate_workload(self, key: str, workload) -> None:
         """Checks against the sweep's workload options (workloads/: `prompts`, and a prompt file's `template`);
         raise UserError naming `key`.<field>. Must not load anything."""
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported here, found without importing it (vllm takes seconds to import)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a finder that refuses it; a module half-registered in sys.modules
+        return False
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,9 @@ class Backend(ABC):
     def unsupported(cls, options: BackendOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
         """Why these options cannot run `scenario` (of `model`, where given) at all (the entry's points are then
         skipped), or None."""
+        absent = next((m for m in cls.engine_modules if not installed(m)), None)
+        if absent is not None:  # a machine without this engine (vLLM on an image that has only torch) still sweeps
+            return f"{absent} is not installed"
         if scenario not in cls.scenarios:
             return f"{options.name} runs scenario: {' | '.join(cls.scenarios)} only, not {scenario}"
         spec = options.speculative

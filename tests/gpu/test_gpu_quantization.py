@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import run_benchmark
 from tests.contract import MARKER, processes_with, rows
-from tests.gpu.smoke import cuda_device_count
+from tests.gpu.smoke import cuda_device_count, needs_engine
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(2400)]
 
@@ -52,6 +52,7 @@ def fp8_capable() -> bool:
 
 @pytest.mark.parametrize("engine", ["hf", "vllm"])
 def test_each_quantization_runs_on_the_gpu_with_its_price(results, engine):
+    needs_engine(engine)
     _, found = results
     assert found[engine]["status"] == "ok", found[engine]["error"]
     for q in ("int8", "int4", "fp8"):
@@ -72,6 +73,7 @@ def test_hf_quantized_weights_are_smaller_on_the_gpu(results):
 
 
 def test_zero_offload_holds_less_than_the_weights_on_the_gpu(results):
+    needs_engine("deepspeed_zero")
     _, found = results
     zero = found["deepspeed_zero"]
     assert zero["status"] == "ok", zero["error"]
