@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -68,6 +68,11 @@ test: setup docs-build
 # cross-check, allocator peak memory, NVML energy), and the overhead check on cuda (1.00 +/- 0.02). Skips without CUDA.
 test-gpu: setup
 	$(PY) -m pytest tests/gpu -m gpu
+
+# Installing on top of an interpreter's own torch without network, end to end here (minutes; it downloads the
+# wheelhouse first, so it is not part of make test): scripts/check-offline-install.sh.
+test-offline-install: setup
+	bash scripts/check-offline-install.sh
 
 # A single-host Slurm cluster (two node names on loopback; slurm-wlm and munge installed where missing, as root):
 # a two-node sweep submitted with --slurm --submit, run and collected; everything it starts is stopped.
