@@ -5,15 +5,13 @@
 """
 
 import sys
-
-# The harness's own packages; a missing module that is not one of them is a dependency this interpreter lacks.
-OWN_PACKAGES = {"app", "backends", "harness", "mosaic", "plots", "slurm", "workloads"}
+from pathlib import Path
 
 try:
     from app.cli import main
 except ModuleNotFoundError as e:
-    if (e.name or "").split(".")[0] in OWN_PACKAGES:
-        raise
+    if (Path(__file__).resolve().parent / (e.name or "").split(".")[0]).is_dir():
+        raise  # one of the harness's own packages: a broken checkout, not a missing dependency
     print(f"error: {sys.executable} has no module {e.name!r}: run the harness with the environment `make setup` "
           "builds, e.g. .venv/bin/python benchmark.py yamls/cpu-tiny.yaml", file=sys.stderr)
     sys.exit(2)

@@ -15,6 +15,7 @@ from app.console import parameter_count
 from backends.registry import BACKENDS
 from harness.config import schema
 from harness.config.sections import ModelConfig
+from harness.markdown import cell
 from harness.measure import columns
 from harness.model.spec import preset_names, resolve_model
 from workloads.registry import WORKLOADS
@@ -85,7 +86,7 @@ def _opening_comment(path: Path) -> str:
     text = " ".join(w for w in words if w)
     if not text:
         raise ValueError(f"{path}: opens with no comment saying what it is for")
-    return text.replace("|", "\\|")
+    return cell(text)
 
 
 PAGES: Dict[str, Callable[[], str]] = {

@@ -144,9 +144,9 @@ class Backend(ABC):
     def unsupported(cls, options: BackendOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
         """Why these options cannot run `scenario` (of `model`, where given) at all (the entry's points are then
         skipped), or None."""
-        absent = next((m for m in cls.engine_modules if not installed(m)), None)
-        if absent is not None:  # a machine without this engine (vLLM on an image that has only torch) still sweeps
-            return f"{absent} is not installed"
+        missing = cls.not_installed()
+        if missing is not None:  # a machine without this engine (vLLM on an image that has only torch) still sweeps
+            return missing
         if scenario not in cls.scenarios:
             return f"{options.name} runs scenario: {' | '.join(cls.scenarios)} only, not {scenario}"
         spec = options.speculative
@@ -157,6 +157,12 @@ class Backend(ABC):
             runs = f"it runs {', '.join(cls.quantizations[1:])}" if len(cls.quantizations) > 1 else "it has none here"
             return f"quantization {options.quantization}: {options.name} has no mapping in the harness ({runs})"
         return None
+
+    @classmethod
+    def not_installed(cls) -> Optional[str]:
+        """`vllm is not installed` where a module the engine imports is missing here, else None."""
+        absent = next((m for m in cls.engine_modules if not installed(m)), None)
+        return None if absent is None else f"{absent} is not installed"
 
     @classmethod
     def point_unsupported(cls, options: BackendOptions, point: SweepPoint) -> Optional[str]:

@@ -117,26 +117,28 @@ def spec_of(requirement: "Requirement") -> str:
 def fetch(spec: str, out: Path, python_version: str, platforms: Iterable[str]) -> Path:
     """A wheel of `spec` for the target in `out`: the index's binary wheel, else one built here from its source
     distribution (pure Python only: a compiled one would be for this machine, not the target)."""
-    before = set(out.glob("*.whl"))
     platform_args = [arg for platform in platforms for arg in ("--platform", platform)]
     download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
                 "--python-version", python_version, "--implementation", "cp", *platform_args, "--dest", str(out), spec]
-    if subprocess.run(download, capture_output=True, text=True).returncode != 0:
-        build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                 "--wheel-dir", str(out), spec]
-        done = subprocess.run(build, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"error: {spec}: no wheel for Python {python_version} on the index, and building one "
-                             f"failed: {done.stderr.strip().splitlines()[-1:] or ['(no output)']}")
-    new = set(out.glob("*.whl")) - before
-    if not new:  # already there from an earlier run
-        name = canonical(requirement_name(spec))
-        new = {w for w in out.glob("*.whl") if canonical(w.name.split("-")[0]) == name}
-    wheel = max(new, key=lambda w: w.stat().st_mtime)
-    if not (wheel.name.endswith("-none-any.whl") or "manylinux" in wheel.name or f"cp{python_version.replace('.', '')}"
-            in wheel.name):
+    if subprocess.run(download, capture_output=True, text=True).returncode == 0:
+        return newest_wheel(out, spec)
+    build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir",
+             str(out), spec]
+    done = subprocess.run(build, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"error: {spec}: no wheel for Python {python_version} on the index, and building one "
+                         f"failed: {done.stderr.strip().splitlines()[-1:] or ['(no output)']}")
+    wheel = newest_wheel(out, spec)
+    if not wheel.name.endswith("-none-any.whl"):
         raise SystemExit(f"error: {spec}: built {wheel.name}, which is for this machine, not the target")
     return wheel
+
+
+def newest_wheel(out: Path, spec: str) -> Path:
+    """The wheel of `spec`'s distribution pip just put in `out` (or left there from an earlier run)."""
+    name = canonical(requirement_name(spec))
+    return max((w for w in out.glob("*.whl") if canonical(w.name.split("-")[0]) == name),
+               key=lambda w: w.stat().st_mtime)
 
 
 def make(out: Path, have: Set[str], requirements: List[str], without: Set[str], python_version: str,

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from harness.config.registry import Registry
 from harness.errors import UserError, known_names
+from harness.markdown import cell
 
 TOP = "sweep"  # the section of the YAML's top-level keys
 
@@ -76,17 +77,12 @@ def render_markdown(chosen: Dict[str, Tuple[type, str]]) -> str:
     """The same keys as `render`, as docs/reference/config.md's sections: a heading and a table per section."""
     blocks = []
     for name, (cls, what) in chosen.items():
-        sentence = _cell(what[:1].upper() + what[1:]) + ("" if what.endswith(".") else ".")
+        sentence = cell(what[:1].upper() + what[1:]) + ("" if what.endswith(".") else ".")
         lines = [f"## {name}", "", sentence, "",
                  "| key | type | default | meaning |", "|---|---|---|---|"]
-        lines += [f"| `{k.name}` | {_cell(k.type)} | `{_cell(k.default)}` | {_cell(k.help)} |" for k in keys(cls)]
+        lines += [f"| `{k.name}` | {cell(k.type)} | `{cell(k.default)}` | {cell(k.help)} |" for k in keys(cls)]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
-
-
-def _cell(text: str) -> str:
-    """Text safe inside a markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _collect(cls: type, name: str, what: str, prefix: str, found: Dict[str, Tuple[type, str]]) -> None:

@@ -84,14 +84,11 @@ def sweep_args(device: str, gpus: int) -> Tuple[List[str], Dict[str, Tuple[int, 
 
 
 def missing_engine(label: str) -> Optional[str]:
-    """Why an entry of the smoke YAML cannot run here at all (`vllm is not installed`), or None: what the sweep
-    records as its skip reason, from the backend class itself (backends/base.py, `unsupported`)."""
-    from backends.base import installed
+    """Why an entry of the smoke YAML cannot run here at all (`vllm is not installed`), or None: the reason the sweep
+    records for its points (backends/base.py, `not_installed`)."""
     from backends.registry import BACKENDS
 
-    modules = BACKENDS.get(label, label).engine_modules
-    absent = next((m for m in modules if not installed(m)), None)
-    return None if absent is None else f"{absent} is not installed"
+    return BACKENDS.get(label, label).not_installed()
 
 
 def installed_labels() -> Tuple[str, ...]:

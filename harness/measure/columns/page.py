@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from harness.markdown import cell
 from harness.measure import writers
 from harness.measure.columns.base import Column
 from harness.measure.columns.results import RESULTS
@@ -37,10 +38,6 @@ FILE_INTROS = {
 }
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def file_table(file: str) -> List[str]:
     """The file's table rows, in the writer's order; a written column without a declaration raises, naming it."""
     declared = FILES[file]
@@ -49,7 +46,7 @@ def file_table(file: str) -> List[str]:
         if name not in declared:
             raise KeyError(f"{file}: column {name!r} is written but not declared in harness/measure/columns/")
         c = declared[name]
-        lines.append(f"| `{c.name}` | {_cell(c.unit)} | {_cell(c.where)} | {_cell(c.meaning)} |")
+        lines.append(f"| `{c.name}` | {cell(c.unit)} | {cell(c.where)} | {cell(c.meaning)} |")
     return lines
 
 
