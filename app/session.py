@@ -26,11 +26,11 @@ from harness.measure.annotations import PointAnnotations
 from harness.measure.crosscheck import TokenCrossCheck
 from harness.measure.explain import PointExplainer
 from harness.measure.manifest import build_manifest, hardware_label, now_iso, reproduce_command
-from harness.measure.metrics import point_figures
 from harness.measure.quality import QualityCheck
 from harness.measure.records import PointResult, RunContext, point_key
 from harness.measure.spec_baseline import BaselineComparison
-from harness.measure.writers import ResultsDir, read_rows, result_row
+from harness.measure.sink import PointSink
+from harness.measure.writers import ResultsDir, read_rows
 from harness.model.hardware import entry_peaks
 from harness.model.roofline import Shape
 from harness.model.spec import ModelSpec, architecture
@@ -103,7 +103,7 @@ def run_sweep(config: SweepConfig, plans: List[EntryPlan], out: ResultsDir, done
     manifest = start_manifest(config, plans, groups, options, previous)
     baselines = spec_baselines([p.options for p in groups[0][1]])  # the same entries for every model
     started = time.monotonic()
-    annotations = model_annotations(groups, manifest, config, out, done, baselines)
+    sink = PointSink(out, model_annotations(groups, manifest, config, out, done, baselines))
     peaks_s = time.monotonic() - started
     if baselines:
         manifest["speculative_baselines"] = {k: v or "none: no entry of the same engine and options without "
@@ -120,11 +120,8 @@ def run_sweep(config: SweepConfig, plans: List[EntryPlan], out: ResultsDir, done
     todo = sum(point_key(p.model.label, p.label, pp.point) not in done for p in plans for pp in p.points)
     with SweepProgress(todo, several_models=len(groups) > 1) as progress:
         def emit(result: PointResult) -> None:
-            """A finished point becomes its row once: annotated first, then written, shown and counted."""
-            figures = point_figures(result)
-            annotations[result.context.model].annotate(result, figures)
-            row = result_row(result, figures)
-            out.write_point(result, row)
+            """A finished point becomes its row once (the sink), then is shown and counted."""
+            row = sink.accept(result)
             statuses.append(result.status)
             progress.point_done(row)
             options.observer.point_written()

@@ -207,7 +207,7 @@ class Backend(ABC):
         return None
 
     def engine_stats(self) -> Dict[str, object]:
-        """The engine's own figures for results.csv, keyed by column (see writers.ENGINE_COLUMNS)."""
+        """The engine's own figures for results.csv, keyed by column (harness/measure/columns/results.py: ENGINE_STAT_COLUMNS)."""
         return {}
 
     def probe_logits(self, batch: BatchSpec) -> Optional[LogitsProbe]:

@@ -9,7 +9,8 @@ from backends.base import Backend, BackendOptions, Placement
 from harness.config.sections import ModelConfig
 from harness.config.sweep import SweepConfig
 from harness.measure.records import RunContext
-from harness.measure.writers import ResultsDir, read_rows, result_row
+from harness.measure.sink import result_row
+from harness.measure.writers import ResultsDir, read_rows
 from harness.model.memory import MemoryEstimate
 from harness.model.spec import resolve_model
 from harness.plan.points import BatchSearchPlan, EntryPlan, PlannedPoint, SweepPoint

@@ -9,6 +9,16 @@ from pathlib import Path
 import pytest
 
 from harness.measure import columns, writers
+from harness.measure.annotations import Annotations
+from harness.measure.columns.results import ENGINE_STAT_COLUMNS
+from harness.measure.explain import RooflineFigures
+from harness.measure.records import SLO, BatchSample, PointResult, RunContext
+from harness.measure.sink import result_row
+from harness.measure.writers import ResultsDir
+from harness.model.roofline import ROOFLINE_COLUMNS
+from harness.plan.points import SweepPoint
+from harness.scenarios.batch import SpecCounts
+from harness.scenarios.stream import SERVER_SERIES, RequestTiming, ServerSeries, StreamTiming
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = ROOT / "docs" / "measurement.md"
@@ -34,6 +44,7 @@ UNIT_BY_ENDING = (
 # Units a name must then say: a time, size, rate of work or power nobody should have to guess.
 NAMED_UNITS = {columns.MS, columns.S, columns.BYTES, columns.GBPS, columns.TFLOPS, columns.TOKENS_PER_S,
                columns.WATTS, columns.JOULES, columns.JOULES_PER_TOKEN}
+CONTEXT = RunContext("columns-test", "hf", "tiny-llama", "fp32", "cpu", 1, 1)
 CONTRACT_LINK = re.compile(r"\]\(\.\./measurement\.md#([^)\s]+)\)")
 
 
@@ -67,18 +78,53 @@ def every_declaration():
     return [(file, c) for file, declared in columns.FILES.items() for c in declared.values()]
 
 
-@pytest.mark.parametrize("file", list(columns.FILES))
-def test_every_written_column_is_declared_and_no_declaration_is_stale(file):
-    written = columns.written_columns()[file]
-    declared = columns.FILES[file]
-    assert len(written) == len(set(written)), f"{file}: a column is written twice"
-    assert [n for n in written if n not in declared] == [], f"{file}: written without a declaration"
-    assert [n for n in declared if n not in written] == [], f"{file}: declared but not written (stale)"
+def batch_result():
+    """A batch point that fills every figure a batch can: per-sequence stamps, speculation counters, energy."""
+    samples = tuple(BatchSample(i, 100.0 + i, 10.0, 3.0, (16, 16), (8, 8), (10.0, 11.0), (100.0, 101.0),
+                                SpecCounts(4, 8, 5), 2.0, (4, 0)) for i in range(3))
+    return PointResult(CONTEXT, SweepPoint(16, 8, 2), "ok", samples=samples, spec_method="ngram", spec_tokens=4,
+                       engine_stats={**dict.fromkeys(ENGINE_STAT_COLUMNS, 1), "zero_optimization": {}},
+                       converged=True, peak_memory_bytes=1, load_time_s=1.0)
 
 
-def test_the_declarations_cover_the_files_the_writers_write():
-    assert set(columns.written_columns()) == set(columns.FILES)
-    assert columns.written_columns()["server_metrics/*.csv"] == writers.SERVER_SERIES_COLUMNS
+def stream_result():
+    """A stream point that fills every figure a stream can: a multi-turn request, cached tokens, server series."""
+    requests = tuple(RequestTiming(i, 100.0 + i, 100.0 + i, 100.0 + i, 100.1 + i, 100.5 + i, 16, 8,
+                                   token_gaps_s=(0.05,) * 7, queued_s=0.01, cached_tokens=4, conversation=0,
+                                   turn=i + 1)
+                     for i in range(3))
+    server = ServerSeries((0.0, 1.0), {name: (0.0, 2.0) for name in SERVER_SERIES})
+    timing = StreamTiming(100.0, 103.0, requests, spec=SpecCounts(4, 8, 5), server=server)
+    return PointResult(CONTEXT, SweepPoint(16, 8, None, "random", 2.0, 4), "ok", stream=timing,
+                       slo=SLO(500.0, 50.0, 90.0))
+
+
+@pytest.mark.parametrize("result", [batch_result(), stream_result()], ids=["batch", "stream"])
+def test_every_cell_a_point_fills_is_a_declared_column(tmp_path, result):
+    """The writers' headers are the declarations: a figure the code derives without a declaration is refused when
+    written (csv.DictWriter raises), so writing a point that fills every figure shows none is missing."""
+    notes = Annotations(roofline=RooflineFigures(dict.fromkeys(ROOFLINE_COLUMNS, 1.0)))
+    row = result_row(result, None, notes)
+    out = ResultsDir(tmp_path)
+    out.open(resume=False)
+    out.write_point(result, row)
+    assert [r["backend"] for r in writers.read_rows(out.results_csv)] == ["hf"]
+    assert "zero_optimization" not in row  # an engine's other figures go to the manifest only
+
+
+def test_a_cell_without_a_declaration_is_refused(tmp_path):
+    out = ResultsDir(tmp_path)
+    out.open(resume=False)
+    result = batch_result()
+    with pytest.raises(ValueError, match="brand_new_ms"):
+        out.write_point(result, {**result_row(result), "brand_new_ms": 1.0})
+
+
+def test_the_writers_headers_are_the_declarations():
+    assert writers.RESULT_COLUMNS == list(columns.FILES["results.csv"])
+    assert writers.SAMPLE_COLUMNS == list(columns.FILES["samples.csv"])
+    assert writers.REQUEST_COLUMNS == list(columns.FILES["requests.csv"])
+    assert writers.SERVER_SERIES_COLUMNS == ["t_s", *SERVER_SERIES]
 
 
 def test_units_agree_with_what_names_say():
@@ -104,17 +150,13 @@ def test_contract_links_land_on_headings():
     assert broken == []
 
 
-def test_the_page_lists_columns_in_the_writers_order():
+def test_the_page_lists_columns_in_the_order_they_are_written():
     page = columns.reference_markdown()
-    for file, written in columns.written_columns().items():
+    headers = {"results.csv": writers.RESULT_COLUMNS, "samples.csv": writers.SAMPLE_COLUMNS,
+               "requests.csv": writers.REQUEST_COLUMNS, "server_metrics/*.csv": writers.SERVER_SERIES_COLUMNS}
+    for file, header in headers.items():
         section = page.split(f"## {file}\n", 1)[1].split("\n## ", 1)[0]
-        assert re.findall(r"^\| `([^`]+)` \|", section, flags=re.M) == written
-
-
-def test_an_undeclared_column_stops_the_page_naming_it(monkeypatch):
-    monkeypatch.setattr(writers, "SAMPLE_COLUMNS", [*writers.SAMPLE_COLUMNS, "brand_new_ms"])
-    with pytest.raises(KeyError, match="brand_new_ms"):
-        columns.reference_markdown()
+        assert re.findall(r"^\| `([^`]+)` \|", section, flags=re.M) == header
 
 
 def test_reference_page_is_current():

@@ -2,6 +2,7 @@
 static-batching series that slows down as the rate grows and a continuous one that keeps up), checked
 against figures computed here from the same timings, not read back through plots."""
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 
 from harness.measure.records import SLO, BatchSample, PointResult, RunContext
-from harness.measure.writers import ResultsDir, result_row
+from harness.measure.sink import result_row
+from harness.measure.writers import ResultsDir
 from harness.plan.points import SweepPoint
 from harness.scenarios.stream import RequestTiming, StreamTiming
 from plots.report import make_report
@@ -175,7 +177,7 @@ def test_a_server_is_in_neither_camp_of_the_batching_comparison(tmp_path):
     for seed, backend in enumerate(SERIES):
         result = stream_result(backend, 2.0, seed)
         if backend == "vllm":
-            result.engine_stats = {"batching": "server"}
+            result = dataclasses.replace(result, engine_stats={"batching": "server"})
         write_point(results, result)
     text = make_report([tmp_path / "run"], tmp_path / "out").read_text()
     assert table_rows(text)["vllm"][0] == "server"
@@ -210,6 +212,7 @@ def test_burst_points_stay_off_the_rate_axis_and_are_listed(tmp_path):
     assert "goodput" in text.split("Burst (every request at once, not on the rate axis)")[3]
 
 
+@pytest.mark.engine
 def test_batch_and_stream_folders_together_draw_both_kinds(tmp_path):
     write_batch_folder(tmp_path / "batch")
     write_stream_folder(tmp_path / "stream")
@@ -223,6 +226,7 @@ def test_batch_and_stream_folders_together_draw_both_kinds(tmp_path):
     assert "bs <NA>" not in text and "nan" not in text
 
 
+@pytest.mark.engine
 def test_cli_on_a_stream_folder_exits_0(tmp_path):
     write_stream_folder(tmp_path / "run")
     result = subprocess.run([sys.executable, "-m", "plots", str(tmp_path / "run")], cwd=REPO, capture_output=True,

@@ -87,7 +87,7 @@ def test_an_error_is_recorded_and_the_sweep_goes_on(model):
     r = run_entry(model, Flaky)
     assert [r[(b, 16, 4)].status for b in (1, 4, 8, 16)] == ["ok", "error", "ok", "ok"]
     assert r[(4, 16, 4)].error == "ValueError: bad thing"
-    assert r[(4, 16, 4)].samples == []
+    assert r[(4, 16, 4)].samples == ()
 
 
 def test_short_output_is_an_error_not_a_number(model):

@@ -12,10 +12,10 @@ from backends.registry import BACKENDS
 from backends.vllm_engine import VLLMBackend, VLLMOptions
 from harness.config.sections import ModelConfig
 from harness.config.speculative import baselines, expand_entries, parse
-from harness.measure.crosscheck import TokenCrossCheck
+from harness.measure.crosscheck import TokenAgreement, TokenCrossCheck
 from harness.measure.metrics import spec_figures
 from harness.measure.records import PointResult, RunContext
-from harness.measure.spec_baseline import BaselineComparison
+from harness.measure.spec_baseline import BaselineComparison, SpeedUp
 from harness.model.spec import resolve_model
 from harness.plan.points import SweepPoint, SweepShape
 from harness.scenarios.batch import BatchSpec, SpecCounts
@@ -66,16 +66,14 @@ def test_speedup_and_tokens_are_against_the_baseline_at_the_same_point(tmp_path)
     comparison = BaselineComparison({"hf-ngram": "hf"}, previous_rows=[])
     comparison.annotate(_result("hf", one), tpot_ms=6.0)
     fast, unmatched = _result("hf-ngram", one), _result("hf-ngram", four)
-    comparison.annotate(fast, tpot_ms=4.0)
-    comparison.annotate(unmatched, tpot_ms=4.0)
-    assert (fast.spec_baseline, fast.speedup_vs_baseline) == ("hf", 1.5)
-    assert (unmatched.spec_baseline, unmatched.speedup_vs_baseline) == ("hf", None)  # the baseline has no bs 4 row
+    assert comparison.annotate(fast, tpot_ms=4.0) == SpeedUp("hf", 1.5)
+    assert comparison.annotate(unmatched, tpot_ms=4.0) == SpeedUp("hf", None)  # the baseline has no bs 4 row
+    assert comparison.annotate(_result("hf", four), tpot_ms=5.0) == SpeedUp()  # the baseline itself: nothing said
     # A resumed sweep finds the baseline's TPOT in results.csv.
     row = {"model": "m", "backend": "hf", "status": "ok", "tpot_ms_mean": "8", "input_length": "16",
            "output_length": "8", "batch_size": "4", "workload": "random", "request_rate": "", "max_concurrency": ""}
     resumed = BaselineComparison({"hf-ngram": "hf"}, previous_rows=[row])
-    resumed.annotate(unmatched, tpot_ms=4.0)
-    assert unmatched.speedup_vs_baseline == 2.0
+    assert resumed.annotate(unmatched, tpot_ms=4.0).speedup_vs_baseline == 2.0
 
 
 class _Plan:
@@ -90,10 +88,8 @@ def test_a_speculative_entry_is_checked_against_its_baseline_others_against_the_
                             baselines={"hf-ngram": "hf"})
     assert check.references == {"hf-eager": "hf", "hf-ngram": "hf"}  # vLLM draws other random weights
     point = SweepPoint(16, 4, 1)
-    check.annotate(_result("hf", point, ((1, 2, 3, 4),)))
-    changed = _result("hf-ngram", point, ((1, 2, 9, 9),))
-    check.annotate(changed)
-    assert changed.tokens_identical_share == 0.5
+    assert check.annotate(_result("hf", point, ((1, 2, 3, 4),))) == TokenAgreement(None)  # the reference: kept
+    assert check.annotate(_result("hf-ngram", point, ((1, 2, 9, 9),))) == TokenAgreement(0.5)
     sampled = TokenCrossCheck(plans, "random", tmp_path / "other.jsonl", greedy=False, baselines={"hf-ngram": "hf"})
     assert sampled.references == {} and sampled.describe().startswith("off: sampling")
 
@@ -118,6 +114,7 @@ def _prompts(model, count=3, length=32):
     return [make_prompts(allowed, i, 1, length, 32, "timed", 0)[0] for i in range(count)]
 
 
+@pytest.mark.engine
 def test_hf_assisted_generation_counts_and_keeps_greedy_tokens(four_layers):
     prompts = _prompts(four_layers)
     plain = _run(four_layers, None, prompts)

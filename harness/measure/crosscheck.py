@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Dict, Optional, Sequence, Tuple
 
@@ -35,6 +36,14 @@ def identical_share(a: Tokens, b: Tokens, eos_ids: AbstractSet[int] = frozenset(
             total += 1
             same += p == q
     return same / total if total else None
+
+
+@dataclass(frozen=True)
+class TokenAgreement:
+    """What the cross-check says of one point: results.csv's `tokens_identical_share` (None: the entry has no
+    reference, its reference has no tokens at this point, or sampling is not greedy)."""
+
+    tokens_identical_share: Optional[float] = None
 
 
 class TokenCrossCheck:
@@ -74,17 +83,19 @@ class TokenCrossCheck:
         pairs = sorted(self.references.items())
         return "tokens compared (same weights, greedy): " + ", ".join(f"{a} with {b}" for a, b in pairs)
 
-    def annotate(self, result: PointResult) -> None:
-        """Record a reference's tokens, and fill `tokens_identical_share` of an entry that has a reference."""
+    def annotate(self, result: PointResult) -> TokenAgreement:
+        """Keep a reference's tokens; an entry that has a reference gets its share of tokens identical to them."""
         label = result.context.backend
         if result.token_ids is None or not self.greedy:
-            return
+            return TokenAgreement()
         if label == self.reference or label in self.references.values():  # kept for entries added on --resume too
             self._save(result.key, result.token_ids)
-        if label in self.references:
-            reference = self.tokens.get(point_key(result.context.model, self.references[label], result.point))
-            if reference is not None:
-                result.tokens_identical_share = identical_share(reference, result.token_ids, self.eos_ids)
+        if label not in self.references:
+            return TokenAgreement()
+        reference = self.tokens.get(point_key(result.context.model, self.references[label], result.point))
+        if reference is None:
+            return TokenAgreement()
+        return TokenAgreement(identical_share(reference, result.token_ids, self.eos_ids))
 
     def _load(self) -> Dict[Tuple, Tokens]:
         if not self.path.exists():

@@ -1,12 +1,20 @@
-"""Fills each point's ROOFLINE_COLUMNS as it finishes (harness/model/roofline.py), with its entry's peaks."""
+"""Each point's ROOFLINE_COLUMNS as it finishes (harness/model/roofline.py), against its entry's peaks."""
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from dataclasses import dataclass, field
+from typing import Dict, Mapping, Optional
 
 from harness.measure.records import PointResult
 from harness.model.hardware import Peaks
 from harness.model.roofline import ROOFLINE_COLUMNS, Measured, Shape, explain
+
+
+@dataclass(frozen=True)
+class RooflineFigures:
+    """What the roofline says of one point: ROOFLINE_COLUMNS by name (empty for a point that did not run)."""
+
+    values: Mapping[str, Optional[float]] = field(default_factory=dict)
 
 
 class PointExplainer:
@@ -18,9 +26,9 @@ class PointExplainer:
                  cost_per_hour: Optional[float]):
         self.shapes, self.peaks, self.devices, self.cost_per_hour = shapes, peaks, devices, cost_per_hour
 
-    def annotate(self, result: PointResult, figures: Dict[str, Optional[float]]) -> None:
+    def annotate(self, result: PointResult, figures: Dict[str, Optional[float]]) -> RooflineFigures:
         if result.status != "ok":
-            return
+            return RooflineFigures()
         label = result.context.backend
         measured = None
         # Speculation emits several tokens per step: decode bytes per token would not be per step (empty).
@@ -31,6 +39,6 @@ class PointExplainer:
                 output_tokens_mean=float(figures["output_tokens_mean"]),
                 output_tokens_max=max(max(s.output_tokens) for s in samples), latency_ms=float(figures["latency_ms_mean"]),
                 ttft_ms=float(figures["ttft_ms_mean"]), tpot_ms=figures.get("tpot_ms_mean"))
-        figures = explain(self.shapes[label], measured, self.peaks.get(label), self.devices.get(label, 1),
-                          figures.get("throughput_tokens_per_s"), self.cost_per_hour)
-        result.explained = {k: v for k, v in figures.items() if k in ROOFLINE_COLUMNS}
+        explained = explain(self.shapes[label], measured, self.peaks.get(label), self.devices.get(label, 1),
+                            figures.get("throughput_tokens_per_s"), self.cost_per_hour)
+        return RooflineFigures({k: v for k, v in explained.items() if k in ROOFLINE_COLUMNS})

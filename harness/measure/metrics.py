@@ -220,6 +220,12 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     return out
 
 
+def slo_attainment(timing: StreamTiming, slo: SLO) -> float:
+    """The share of the stream's requests that met both targets (failed ones met none): the one figure a rate
+    search decides on in the worker; the row's `slo_attainment` (summarize_stream) counts the same way."""
+    return sum(request_figures(r).meets(slo) for r in timing.requests if r.ok) / len(timing.requests)
+
+
 def prefix_cache_hit_rate(requests: Sequence[RequestTiming], server_rate: Optional[float]) -> Optional[float]:
     """Share of the prompt tokens served from the prefix cache: from the engine's per-request counts where every
     request has one (vLLM in process; a server's usage.prompt_tokens_details), else the server's own counters over

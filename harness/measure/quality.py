@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -21,6 +22,17 @@ import numpy as np
 from harness.measure.records import PointResult, point_key
 from harness.plan.points import EntryPlan
 from harness.scenarios.batch import LogitsProbe
+
+
+@dataclass(frozen=True)
+class QualityPrice:
+    """What the quality check says of one point: its entry's unquantized reference and the price against it (the
+    reference's own rows read 0 and 1; empty without a probe or a reference)."""
+
+    quality_reference: str = ""
+    logits_rel_error: Optional[float] = None
+    top1_agreement: Optional[float] = None
+    perplexity_delta: Optional[float] = None  # minus quality_reference's, on quality.text
 
 
 def _settings(options) -> dict:
@@ -58,20 +70,20 @@ class QualityCheck:
         return "logits compared on each point's first inputs: " + ", ".join(
             f"{a} with {b}" for a, b in sorted(self.references.items()))
 
-    def annotate(self, result: PointResult) -> None:
+    def annotate(self, result: PointResult) -> QualityPrice:
+        """Keep a reference's probe and perplexity; price a quantized entry's point against its reference's."""
         label, probe = result.context.backend, result.probe
         reference = self.references.get(label)
-        result.quality_reference = reference or ""
-        self._perplexity_delta(result, label, reference)
-        if probe is None:
-            return
-        if label in self.references.values():
+        delta = self._perplexity_delta(result, label, reference)
+        error = top1 = None
+        if probe is not None and label in self.references.values():
             self._keep(point_key(result.context.model, label, result.point), probe)
-            result.logits_rel_error, result.top1_agreement = 0.0, 1.0
-        if reference is not None:
+            error, top1 = 0.0, 1.0
+        if probe is not None and reference is not None:
             held = self._held(point_key(result.context.model, reference, result.point))
             if held is not None:
-                result.logits_rel_error, result.top1_agreement = compare(held, probe)
+                error, top1 = compare(held, probe)
+        return QualityPrice(reference or "", error, top1, delta)
 
     def _keep(self, key: Tuple, probe: LogitsProbe) -> None:
         self.probes[key] = probe
@@ -94,15 +106,16 @@ class QualityCheck:
     def _file(self, key: Tuple) -> Path:
         return self.folder / (hashlib.sha1(repr(key).encode()).hexdigest()[:16] + ".npz")
 
-    def _perplexity_delta(self, result: PointResult, label: str, reference: Optional[str]) -> None:
+    def _perplexity_delta(self, result: PointResult, label: str, reference: Optional[str]) -> Optional[float]:
         if result.perplexity is None:
-            return
-        model = result.context.model
+            return None
+        model, delta = result.context.model, None
         if label in self.references.values():
             self.perplexities[(model, label)] = result.perplexity
-            result.perplexity_delta = 0.0
+            delta = 0.0
         if reference is not None and (model, reference) in self.perplexities:
-            result.perplexity_delta = result.perplexity - self.perplexities[(model, reference)]
+            delta = result.perplexity - self.perplexities[(model, reference)]
+        return delta
 
 
 def compare(reference: LogitsProbe, other: LogitsProbe) -> Tuple[Optional[float], Optional[float]]:

@@ -1,12 +1,14 @@
-"""Plain records: one per timed batch (`BatchSample`) and one per point (`PointResult`).
+"""Plain records: one per timed batch (`BatchSample`) and one per point (`PointResult`), frozen once built.
 
-Metrics are computed from these by `harness.measure.metrics`; writers turn both into CSV rows.
+A point's data flows one way (docs/architecture.md): the runner builds its `PointResult` of what was measured;
+`harness.measure.metrics` derives its figures; the annotators (`harness.measure.annotations`) each derive their own
+small record from it; `harness.measure.sink` composes the one row. Nothing edits a record after it is built.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from harness.plan.points import SweepPoint
 from harness.scenarios.batch import LogitsProbe, SpecCounts
@@ -71,13 +73,17 @@ class SLO:
     percentile: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class PointResult:
+    """What one point measured, as the runner saw it: its timings, memory, the engine's own figures and the
+    inputs the annotators compare (token ids, logits probe). What is said of it against other entries (the token
+    cross-check, the quantization price, the speculative speed-up, the roofline) is not here: see annotations.py."""
+
     context: RunContext
     point: SweepPoint
     status: str
     error: str = ""
-    samples: List[BatchSample] = field(default_factory=list)  # scenario batch: the timed batches
+    samples: Tuple[BatchSample, ...] = ()  # scenario batch: the timed batches
     stream: Optional[StreamTiming] = field(default=None, repr=False)  # scenario stream: the timed requests
     slo: Optional[SLO] = None  # scenario stream
     num_warmup_batches: int = 0  # or warm-up requests, in a stream
@@ -90,7 +96,6 @@ class PointResult:
     memory_before_load_bytes: Optional[int] = None
     engine_stats: Dict[str, object] = field(default_factory=dict)  # the engine's own figures, e.g. KV capacity
     token_ids: Optional[Tuple[Tuple[int, ...], ...]] = field(default=None, repr=False)  # first timed batch
-    tokens_identical_share: Optional[float] = None  # vs the reference entry (crosscheck.py), same point
     # request_rates: auto and batch_sizes: auto: "probe" for each rate or batch the search measured, "result"
     # for the search's own row
     search: str = ""
@@ -99,17 +104,10 @@ class PointResult:
     max_batch_size_found: Optional[int] = None  # a batch search's result: largest batch that ran (None: none)
     spec_method: str = ""  # the entry's speculative.method, "" without speculation
     spec_tokens: Optional[int] = None  # its num_speculative_tokens
-    spec_baseline: str = ""  # the entry without speculation it is compared with (speedup, tokens)
-    speedup_vs_baseline: Optional[float] = None  # the baseline's TPOT at this point / this entry's
-    explained: Dict[str, Optional[float]] = field(default_factory=dict)  # roofline.ROOFLINE_COLUMNS
     converged: Optional[bool] = None  # num_batches: auto: the mean latency within stop.target_ci_pct
     quantization: str = "none"  # the entry's weights as loaded (model.quantization)
     probe: Optional[LogitsProbe] = field(default=None, repr=False)  # its model on the point's first inputs
-    quality_reference: str = ""  # the unquantized entry a quantized one is compared with (quality.py)
-    logits_rel_error: Optional[float] = None  # vs quality_reference, same inputs
-    top1_agreement: Optional[float] = None
     perplexity: Optional[float] = None  # the entry's model on quality.text (once per entry)
-    perplexity_delta: Optional[float] = None  # minus quality_reference's
     phase_s: Dict[str, float] = field(default_factory=dict, repr=False)  # warmup_s, timed_s: the time budget
 
     def __post_init__(self):

@@ -15,119 +15,21 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set
 
 from harness.errors import UserError
-from harness.measure.metrics import (
-    CI_COLUMNS,
-    REQUEST_METRICS,
-    REQUEST_STATS,
-    SPEC_FIGURES,
-    STATS,
-    point_figures,
-    request_figures,
-)
+from harness.measure.columns.results import RESULTS
+from harness.measure.columns.rows import REQUESTS, SAMPLES, SERVER_METRICS
+from harness.measure.metrics import request_figures
 from harness.measure.records import PointKey, PointResult, point_key
-from harness.model.roofline import ROOFLINE_COLUMNS
 from harness.plan.points import SweepPoint
 from harness.scenarios.stream import SERVER_SERIES, ServerSeries
 
 SERVER_METRICS_DIR = "server_metrics"  # one CSV per stream point of an entry that scrapes its server
-# Each server_metrics/*.csv: the scrape time from the stream's start, then one column per series.
-SERVER_SERIES_COLUMNS = ["t_s", *SERVER_SERIES]
-CONTEXT_COLUMNS = ["benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size", "pp_size",
-                   "nodes"]
-# For a prompt file, input_length is its prompts' mean length; the real counts are in TOKEN_COLUMNS. A stream's
-# output_tokens_source: where its requests' output counts come from (RequestTiming), joined with "+" if they differ.
-# A batch point has a batch_size; a stream point a request_rate (inf: burst) and max_concurrency (blank: no cap).
-POINT_COLUMNS = ["scenario", "workload", "batch_size", "input_length", "output_length", "request_rate",
-                 "max_concurrency"]
-TOKEN_COLUMNS = ["input_tokens_mean", "input_tokens_max", "output_tokens_mean", "output_tokens_source",
-                 "prefix_cache_hit_rate"]
-# Figures only some engines report (blank elsewhere): vLLM's KV cache capacity and size; how a stream is batched.
-ENGINE_COLUMNS = ["kv_cache_capacity_tokens", "engine_kv_cache_bytes", "batching", "prefix_caching"]
-# Stream points only (docs/measurement.md, "Request streams"); ttft_ms_* and tpot_ms_* are shared with batch
-# points, over requests instead of batches.
-STREAM_COLUMNS = (
-    ["num_requests", "num_warmup_requests", "requests_failed", "achieved_request_rate", "duration_s",
-     "num_conversations"]
-    + [f"{m}_{s}" for m in ("itl_ms", "e2e_ms") for s in STATS]
-    + ["slo_ttft_ms", "slo_tpot_ms", "slo_percentile", "slo_attainment", "goodput", "max_concurrency_reached",
-       "send_slip_ms_p50", "send_slip_ms_p99", "queue_ms_mean"]
-)
-# request_rates: auto and batch_sizes: auto: each probe is a row of its own marked "probe"; the search's own row,
-# "result", holds its answer and the probes in order; max_batch is "true" on the row of the largest batch that ran.
-SEARCH_COLUMNS = ["search", "search_probes", "max_rate_within_slo", "max_batch_size_found", "max_batch"]
-# Entries with a `speculative` section (docs/measurement.md, "Speculative decoding"): the method, the engine's
-# counters, and the comparison with spec_baseline, the same engine without speculation.
-SPEC_COLUMNS = ["spec_method", "spec_tokens", *SPEC_FIGURES, "spec_baseline", "speedup_vs_baseline"]
-# Stream points of an entry that scrapes its server's metrics (docs/measurement.md, "Server metrics"); the time
-# series is in server_metrics_file, relative to the results folder.
-SERVER_COLUMNS = ["server_requests_running_max", "server_requests_waiting_max", "server_kv_cache_usage_max",
-                  "server_preemptions", "server_prefix_cache_hit_rate", "server_metrics_file"]
-# Share of greedy tokens identical to the reference's at the same point: a speculative entry's spec_baseline, any
-# other entry the sweep's first entry without speculation (same weights only; harness/measure/crosscheck.py).
-CROSSCHECK_COLUMNS = ["tokens_identical_share"]
-# Weights as loaded, and what quantizing them cost against the same engine's unquantized entry on the same inputs
-# (harness/measure/quality.py); weight_bytes where the engine counts them.
-QUALITY_COLUMNS = ["quantization", "weight_bytes", "quality_reference", "logits_rel_error", "top1_agreement",
-                   "perplexity", "perplexity_delta"]
-RESULT_COLUMNS = (
-    CONTEXT_COLUMNS + POINT_COLUMNS + ["num_batches", "num_warmup_batches", "status", "error"]
-    + [f"{m}_{s}" for m in ("latency_ms", "ttft_ms", "tpot_ms") for s in STATS]
-    + ["throughput_tokens_per_s", "prefill_tokens_per_s", "latency_per_output_token_ms"]
-    # Uncertainty over the timed batches (docs/measurement.md, "Uncertainty"); converged: num_batches: auto only.
-    + CI_COLUMNS + ["converged"] + TOKEN_COLUMNS
-    + [f"{m}_{s}" for m in REQUEST_METRICS for s in REQUEST_STATS]
-    + ["peak_memory_bytes", "peak_host_memory_bytes", "memory_before_load_bytes", "estimated_memory_bytes",
-       "load_time_s"]
-    + STREAM_COLUMNS + SEARCH_COLUMNS + ENGINE_COLUMNS + SERVER_COLUMNS + SPEC_COLUMNS + CROSSCHECK_COLUMNS
-    + QUALITY_COLUMNS
-    # What the numbers mean (docs/measurement.md): the entry's peaks, MBU, MFU, the roofline, the price per token,
-    # and the energy NVML measured on the entry's GPUs.
-    + ROOFLINE_COLUMNS + ["energy_j_per_output_token", "avg_power_w"]
-)
-SAMPLE_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + ["batch_index", "latency_ms", "ttft_ms", "tpot_ms",
-                                                    "input_tokens", "output_tokens", "min_output_tokens",
-                                                    "draft_steps", "draft_tokens_proposed", "draft_tokens_accepted",
-                                                    "energy_j"]
-# Times are seconds from the stream's start; latencies start at the request's scheduled arrival. A failed request
-# (stream.max_failed_share) has its `error`, the times it got to, and no latencies.
-REQUEST_COLUMNS = CONTEXT_COLUMNS + POINT_COLUMNS + [
-    "request_index", "scheduled_s", "dispatched_s", "sent_s", "first_token_s", "last_token_s", "input_tokens",
-    "cached_tokens", "output_tokens", "output_tokens_source", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms_mean", "itl_ms_max",
-    "send_slip_ms", "client_wait_ms", "queue_ms", "met_slo", "error", "conversation", "turn", "context_tokens",
-]
 
-
-def result_row(result: PointResult, figures: Optional[Dict[str, Optional[float]]] = None) -> Dict[str, object]:
-    """The point's results.csv row. `figures` are its metrics where the caller already has them (the session
-    computes them once, for the point's annotations and its row); else they are computed here."""
-    row = _keys(result)
-    row.update(status=result.status, error=result.error, peak_memory_bytes=result.peak_memory_bytes,
-               peak_host_memory_bytes=result.peak_host_memory_bytes,
-               estimated_memory_bytes=result.estimated_memory_bytes, load_time_s=result.load_time_s,
-               memory_before_load_bytes=result.memory_before_load_bytes if result.measured else None,
-               tokens_identical_share=result.tokens_identical_share, spec_method=result.spec_method,
-               spec_tokens=result.spec_tokens, spec_baseline=result.spec_baseline,
-               speedup_vs_baseline=result.speedup_vs_baseline, search=result.search,
-               search_probes=result.search_probes, quantization=result.quantization,
-               quality_reference=result.quality_reference, logits_rel_error=result.logits_rel_error,
-               top1_agreement=result.top1_agreement, perplexity=result.perplexity,
-               perplexity_delta=result.perplexity_delta)
-    if result.point.scenario == "batch":
-        row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches,
-                   max_batch_size_found=result.max_batch_size_found,
-                   converged=None if result.converged is None else str(result.converged).lower())
-    else:
-        slo = result.slo
-        row.update(num_warmup_requests=result.num_warmup_batches, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms,
-                   slo_percentile=slo.percentile, max_rate_within_slo=result.max_rate_within_slo)
-        if result.stream is not None:
-            sources = sorted({r.output_tokens_source for r in result.stream.requests if r.ok})
-            row["output_tokens_source"] = "+".join(sources) or None
-            row["server_metrics_file"] = server_series_file(result)
-    row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_COLUMNS or k == "weight_bytes"})
-    row.update(point_figures(result) if figures is None else figures)
-    row.update(result.explained)
-    return row
+# Each file's header, in order: the declarations of harness/measure/columns/ (name, unit, meaning), the one list of
+# what is written. A row with a key not declared there is refused (csv.DictWriter, extrasaction="raise").
+RESULT_COLUMNS = list(RESULTS)
+SAMPLE_COLUMNS = list(SAMPLES)
+REQUEST_COLUMNS = list(REQUESTS)
+SERVER_SERIES_COLUMNS = list(SERVER_METRICS)  # the scrape time from the stream's start, then one column per series
 
 
 def request_rows(result: PointResult) -> List[Dict[str, object]]:
@@ -136,7 +38,7 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
         return []
     t0, rows = result.stream.start_s, []
     for r in result.stream.requests:
-        row = {**_keys(result), "request_index": r.index, "scheduled_s": r.scheduled_s - t0,
+        row = {**key_cells(result), "request_index": r.index, "scheduled_s": r.scheduled_s - t0,
                "dispatched_s": r.dispatched_s - t0, "sent_s": r.sent_s - t0,
                "first_token_s": None if r.first_token_s is None else r.first_token_s - t0,
                "last_token_s": None if r.last_token_s is None else r.last_token_s - t0,
@@ -176,7 +78,7 @@ def server_series_rows(series: ServerSeries) -> List[Dict[str, object]]:
 
 def sample_rows(result: PointResult) -> List[Dict[str, object]]:
     return [
-        {**_keys(result), "batch_index": s.batch_index, "latency_ms": s.latency_ms, "ttft_ms": s.ttft_ms,
+        {**key_cells(result), "batch_index": s.batch_index, "latency_ms": s.latency_ms, "ttft_ms": s.ttft_ms,
          "tpot_ms": s.tpot_ms, "input_tokens": sum(s.input_tokens), "output_tokens": sum(s.output_tokens),
          "min_output_tokens": s.min_output_tokens, "energy_j": s.energy_j,
          **({"draft_steps": s.spec.draft_steps, "draft_tokens_proposed": s.spec.proposed,
@@ -185,7 +87,7 @@ def sample_rows(result: PointResult) -> List[Dict[str, object]]:
     ]
 
 
-def _keys(result: PointResult) -> Dict[str, object]:
+def key_cells(result: PointResult) -> Dict[str, object]:
     c, p = result.context, result.point
     return {"benchmark_name": c.benchmark_name, "backend": c.backend, "model": c.model, "dtype": c.dtype,
             "hardware": c.hardware, "num_devices": c.num_devices, "tp_size": c.tp_size, "pp_size": c.pp_size,
@@ -223,7 +125,7 @@ class ResultsDir:
         return done
 
     def write_point(self, result: PointResult, row: Dict[str, object]) -> None:
-        """Append a finished point: its samples or requests, then `row`, its results.csv row (`result_row`)."""
+        """Append a finished point: its samples or requests, then `row`, its results.csv row (`sink.result_row`)."""
         # Samples and requests first: a crash between the writes leaves orphan rows, which `open` drops,
         # never a result row without its samples.
         _append(self.samples_csv, SAMPLE_COLUMNS, sample_rows(result))

@@ -55,6 +55,11 @@ class Supervision:
     def stamp(self, event: str, at: Optional[float] = None) -> None:
         self.stamps.setdefault(event, time.monotonic() if at is None else at)
 
+    def count_phases(self, result: PointResult) -> None:
+        """Add a finished point's warm-up and timed seconds to the entry's totals."""
+        for phase, seconds in result.phase_s.items():
+            self.phase_s[phase] = self.phase_s.get(phase, 0.0) + seconds
+
     def time_budget(self) -> Dict[str, float]:
         """Where the entry's wall time went (docs/measurement.md, "Where a sweep's time goes"): worker start up to
         its connecting, engine import (unpickling the job imports the backend's module, then its engine's),
@@ -264,8 +269,7 @@ def _handle(kind: str, payload, at: float, state: Supervision, emit) -> None:
             state.in_flight = None  # a search's probes come before its own result: the search is still in flight
         state.reported.add(payload.point)
         state.stamps["last_result"] = at
-        for phase, seconds in payload.phase_s.items():
-            state.phase_s[phase] = state.phase_s.get(phase, 0.0) + seconds
+        state.count_phases(payload)
         emit(payload)
     elif kind == "done":
         state.done = True

@@ -13,13 +13,13 @@ import dataclasses
 import gc
 import importlib
 import time
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from harness.config.sweep import SweepConfig
 from harness.errors import ShortOutputError, is_oom, lost_peer, one_line
 from harness.measure import stats
 from harness.measure.energy import EnergyMeter
-from harness.measure.metrics import slo_met, summarize_stream
+from harness.measure.metrics import slo_attainment, slo_met
 from harness.measure.quality import score_text
 from harness.measure.records import SLO, BatchSample, PointResult, RunContext
 from harness.model.spec import ModelSpec
@@ -84,24 +84,25 @@ class EntryRunner:
                 self.events.closing()
                 self.backend.close()
 
-    def _run_point(self, pp: PlannedPoint, announce: bool = True) -> PointResult:
-        """`announce`: tell the parent which planned point is in flight; a search's probes are not planned."""
+    def _run_point(self, pp: PlannedPoint, announce: bool = True, search: str = "") -> PointResult:
+        """`announce`: tell the parent which planned point is in flight; a search's probes are not planned (and
+        are marked `search`: "probe")."""
         reason = pp.skip_reason or self._oom_skip_reason(pp.point)
         if reason:
-            return self._result(pp, "skipped", reason)
+            return self._result(pp, "skipped", reason, search=search)
         if self.backend is None and self.load_error is None:
             self._load()
         if self.load_error is not None:
-            return self._result(pp, *self.load_error)
+            return self._result(pp, *self.load_error, search=search)
         p = pp.point
         reason = self.backend.cannot_run(max(1, concurrency(p)), self.workload.longest_input(p), p.output_length)
         if reason:
-            return self._result(pp, "skipped", reason)
+            return self._result(pp, "skipped", reason, search=search)
         if p.rate_search:
             return self._search_rate(pp)
         if p.batch_search:
             return self._search_batch(pp)
-        return self._measure(pp, announce)
+        return self._measure(pp, announce, search)
 
     def _load(self) -> None:
         self.events.loading()
@@ -136,19 +137,14 @@ class EntryRunner:
         search = RateSearch(s.start_rate, s.precision, s.max_probes)
         while (rate := search.next_rate()) is not None:
             probe = self._measure(PlannedPoint(dataclasses.replace(pp.point, request_rate=rate), pp.estimate),
-                                  announce=False)
-            probe.search = "probe"
+                                  announce=False, search="probe")
             self.events.finished(probe)
-            if probe.status != "ok":
-                result = self._result(pp, probe.status, f"rate search stopped: the probe at {rate:g}/s: {probe.error}")
-                result.search = "result"  # keeps the probes on --resume
-                return result
-            search.record(rate, slo_met(summarize_stream(probe.stream, probe.slo)["slo_attainment"], probe.slo))
-        result = self._result(pp, "ok")
-        result.search, result.max_rate_within_slo = "result", search.sustained
-        result.search_probes = search.describe()
-        result.engine_stats = self.engine_stats
-        return result
+            if probe.status != "ok":  # "result" keeps the probes on --resume
+                return self._result(pp, probe.status, f"rate search stopped: the probe at {rate:g}/s: {probe.error}",
+                                    search="result")
+            search.record(rate, slo_met(slo_attainment(probe.stream, probe.slo), probe.slo))
+        return self._result(pp, "ok", search="result", max_rate_within_slo=search.sustained,
+                            search_probes=search.describe(), engine_stats=self.engine_stats)
 
     def _search_batch(self, pp: PlannedPoint) -> PointResult:
         """`batch_sizes: auto`: every batch tried is reported as a point of its own (`search` probe), held to the
@@ -162,55 +158,54 @@ class EntryRunner:
             point = dataclasses.replace(p, batch_size=size, batch_search=False)
             estimate = self.plan.backend_cls.estimate_memory(self.plan.options, self.model, size,
                                                              self.workload.longest_input(point), p.output_length)
-            probe = self._run_point(PlannedPoint(point, estimate), announce=False)
-            probe.search = "probe"
+            probe = self._run_point(PlannedPoint(point, estimate), announce=False, search="probe")
             self.events.finished(probe)
             if probe.status == "error":
                 failure = f"batch search stopped: the probe at batch size {size}: {probe.error}"
             else:
                 search.record(size, probe.status)
+        # "result" also keeps the probes of a failed search on --resume; each probe's row has its own estimate.
+        found = dict(search="result", search_probes=search.describe(), estimated_memory_bytes=None,
+                     engine_stats=self.engine_stats)
         if failure:
-            result = self._result(pp, "error", failure)
-        elif search.largest_ok is None:  # the status of the one-sequence probe: oom, or skipped by the engine
-            result = self._result(pp, search.probes[-1][1], f"no batch ran: {search.describe()}")
-        else:
-            result = self._result(pp, "ok")
-            result.max_batch_size_found = search.largest_ok
-        result.search = "result"  # also keeps the probes of a failed search on --resume
-        result.search_probes = search.describe()
-        result.estimated_memory_bytes = None  # each probe's row has its own
-        result.engine_stats = self.engine_stats
-        return result
+            return self._result(pp, "error", failure, **found)
+        if search.largest_ok is None:  # the status of the one-sequence probe: oom, or skipped by the engine
+            return self._result(pp, search.probes[-1][1], f"no batch ran: {search.describe()}", **found)
+        return self._result(pp, "ok", max_batch_size_found=search.largest_ok, **found)
 
-    def _measure(self, pp: PlannedPoint, announce: bool = True) -> PointResult:
+    def _measure(self, pp: PlannedPoint, announce: bool = True, search: str = "") -> PointResult:
+        """The point timed, and its record built once: what ran, its peaks, then (untimed) its logits probe."""
         if announce:  # the parent tracks planned points; a search's probes are not planned
             self.events.started(pp.point)
         self.first_token_ids = self.first_inputs = None
         self.phase_s = {}
         self.backend.peak_memory.reset()
+        samples: Tuple[BatchSample, ...] = ()
+        stream: Optional[StreamTiming] = None
+        status, error = "ok", ""
         try:
             if pp.point.scenario == "stream":
-                result = self._result(pp, "ok", stream=self._serve_point(pp.point))
+                stream = self._serve_point(pp.point)
             else:
-                result = self._result(pp, "ok", samples=self._time_point(pp.point))
-                result.converged = self._converged(result.samples)
+                samples = tuple(self._time_point(pp.point))
         except StreamFailed as e:  # its message says what failed; its requests are kept
-            return self._result(pp, "error", " ".join(str(e).split())[:500], stream=e.timing)
+            return self._result(pp, "error", " ".join(str(e).split())[:500], stream=e.timing, search=search)
         except Exception as e:
             if lost_peer(e) and self.plan.backend_cls.distributed:
                 raise
             if not is_oom(e):
-                return self._result(pp, "error", one_line(e))
-            result = self._result(pp, "oom", one_line(e))
+                return self._result(pp, "error", one_line(e), search=search)
+            status, error = "oom", one_line(e)
             self._note_oom(pp.point)
-        result.peak_memory_bytes = self.backend.peak_memory.read()
-        result.peak_host_memory_bytes = self.backend.peak_memory.read_host()
-        result.engine_stats = self.engine_stats
-        result.phase_s = dict(self.phase_s)  # an OOM's count up to where it stopped
-        result.token_ids = self.first_token_ids if result.status == "ok" else None
-        if self.probing and result.status == "ok" and self.first_inputs is not None:
-            result.probe = self.backend.probe_logits(self.first_inputs)  # after the peak was read: untimed, unmetered
-        return result
+        ok = status == "ok"
+        measured = dict(peak_memory_bytes=self.backend.peak_memory.read(),
+                        peak_host_memory_bytes=self.backend.peak_memory.read_host(),
+                        engine_stats=self.engine_stats, phase_s=dict(self.phase_s),  # an OOM's up to where it stopped
+                        token_ids=self.first_token_ids if ok else None,
+                        converged=self._converged(samples) if samples else None)
+        if self.probing and ok and self.first_inputs is not None:  # after the peak was read: untimed, unmetered
+            measured["probe"] = self.backend.probe_logits(self.first_inputs)
+        return self._result(pp, status, error, samples, stream, search=search, **measured)
 
     def _time_point(self, point: SweepPoint) -> List[BatchSample]:
         start = time.perf_counter()
@@ -278,12 +273,14 @@ class EntryRunner:
             key = (point.input_length, point.output_length)
             self.smallest_oom[key] = min(point.batch_size, self.smallest_oom.get(key, point.batch_size))
 
-    def _result(self, pp: PlannedPoint, status: str, error: str = "", samples=(), stream=None) -> PointResult:
+    def _result(self, pp: PlannedPoint, status: str, error: str = "", samples: Sequence[BatchSample] = (),
+                stream: Optional[StreamTiming] = None, **measured) -> PointResult:
+        """The point's one record: what every point of the entry shares, its outcome, and `measured` (PointResult's
+        other fields, where the point got that far)."""
         warmup = self.config.stream.num_warmup_requests if stream else self.config.num_warmup_batches
         slo = self.config.stream.slo
         spec = self.plan.options.speculative
-        return PointResult(
-            self.context, pp.point, status, error, list(samples), stream,
+        shared = dict(
             slo=SLO(slo.ttft_ms, slo.tpot_ms, slo.percentile) if pp.point.scenario == "stream" else None,
             num_warmup_batches=warmup if (samples or stream) else 0,
             load_time_s=self.load_time_s,
@@ -291,6 +288,7 @@ class EntryRunner:
             spec_method=spec.method if spec else "", spec_tokens=spec.num_speculative_tokens if spec else None,
             quantization=self.plan.options.quantization, perplexity=self.perplexity,
         )
+        return PointResult(self.context, pp.point, status, error, tuple(samples), stream, **{**shared, **measured})
 
 
 def check_output(timing: BatchTiming, batch: BatchSpec) -> None:

@@ -88,7 +88,7 @@ def keyed(columns: Iterable[Column]) -> Dict[str, Column]:
     return out
 
 
-# --- Every file's leading columns: which entry and which point (writers.CONTEXT_COLUMNS, POINT_COLUMNS) ----------
+# --- Every file's leading columns: which entry and which point -----------------------------------------------
 
 CONTEXT_DECLARED = [
     Column("benchmark_name", TEXT, "The sweep's `benchmark_name` (config); it also names the results folder.", "all"),

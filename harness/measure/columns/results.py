@@ -261,3 +261,6 @@ RESULTS = keyed(
     + STREAM_DECLARED + SEARCH_DECLARED + ENGINE_DECLARED + SERVER_DECLARED + SPEC_DECLARED + CROSSCHECK_DECLARED
     + QUALITY_DECLARED + ROOFLINE_DECLARED + ENERGY_DECLARED
 )
+
+# The columns an engine's own figures fill (Backend.engine_stats); its other figures go to the manifest only.
+ENGINE_STAT_COLUMNS = tuple(c.name for c in ENGINE_DECLARED) + ("weight_bytes",)
