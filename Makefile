@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup test-fast test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -64,6 +64,11 @@ test: setup docs-build
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 
+# The tests that start no engine, server or sweep process (under 2 minutes here): the loop while you change code.
+# Every test that starts one is marked `engine` (tests/conftest.py refuses the process to an unmarked test).
+test-fast: setup
+	$(PY) -m pytest -m "not engine" -q
+
 # A CUDA machine only: yamls/gpu-smoke.yaml on every backend on 1 GPU and on all of them, checked (contract, token
 # cross-check, allocator peak memory, NVML energy), and the overhead check on cuda (1.00 +/- 0.02). Skips without CUDA.
 test-gpu: setup
@@ -79,9 +84,10 @@ test-offline-install: setup
 test-slurm: setup
 	BENCH_SLURM_CLUSTER=1 $(PY) -m pytest tests/test_slurm_cluster.py -m slurm
 
-# Harness latency over a bare `generate` loop, alternated in one process (target 1.00 +/- 0.03).
+# Harness latency over a bare `generate` loop: the hf-batch row of overhead-all (median of per-pair ratios with its
+# 95% interval and verdict; target 1.00 +/- 0.01; about a minute here).
 overhead: setup
-	$(PY) benchmarks/overhead.py
+	$(PY) benchmarks/overhead_all.py --only hf-batch
 
 # Every engine path against the bare loop of the same engine, alternated in one process each: one table of ratios
 # with 95% intervals (target 1.00 +/- 0.01; about 10 minutes here).

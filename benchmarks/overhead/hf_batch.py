@@ -1,6 +1,10 @@
 """hf batch: `HFBackend.run` (streamer-stamped `generate`) against a bare `model.generate` on the same loaded model.
 
     python benchmarks/overhead/hf_batch.py [--pairs 30] [--batch-sizes 1 8 16] [--input-length 128] [--output-length 32]
+                                           [--device cpu|cuda]
+
+`make overhead` is this path alone (benchmarks/overhead_all.py --only hf-batch); the GPU suite runs it with
+`--device cuda` (tests/gpu/test_gpu_overhead.py).
 """
 
 from __future__ import annotations
@@ -45,13 +49,18 @@ def measure(backend, name: str, bare_name: str, args, device: str = "cpu") -> No
         emit(figure(name, bare_name, batch_shape(bs, args.input_length, args.output_length), ours, theirs))
 
 
+def with_device(parser) -> None:
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the model runs (default cpu)")
+
+
 def main() -> None:
-    args = arguments(__doc__.splitlines()[0])
+    args = arguments(__doc__.splitlines()[0], extra=with_device)
     model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
     shape = SweepShape(max(args.batch_sizes), args.input_length, args.output_length)
-    backend = HFBackend(HFOptions(name="hf"), model, shape)
+    backend = HFBackend(HFOptions(name="hf", device=args.device), model, shape)
     backend.load()
-    measure(backend, "hf batch", "model.generate, same ids, greedy, min_new_tokens", args)
+    name = "hf batch" if args.device == "cpu" else f"hf batch ({args.device})"
+    measure(backend, name, "model.generate, same ids, greedy, min_new_tokens", args, args.device)
 
 
 if __name__ == "__main__":

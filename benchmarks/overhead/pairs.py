@@ -24,6 +24,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from harness.measure.stats import median_interval  # noqa: E402
+from harness.run.worker import quiet_import_noise  # noqa: E402
+
+quiet_import_noise()  # before any path script imports its engine: the sweep's workers print no torchao noise either
 
 TARGET = 0.01  # the harness adds nothing a user would see: 1.00 +/- 0.01
 WARMUP_PAIRS = 5

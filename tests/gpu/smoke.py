@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -307,11 +308,13 @@ def check_vllm_cuda_graphs(sweep: Sweep) -> None:
 # --- make overhead on cuda ---------------------------------------------------------------------------------------
 
 OVERHEAD_TOLERANCE = 0.02
-RATIO_LINE = re.compile(r"^ratio harness/bare\s+([0-9.]+)", re.MULTILINE)
 
 
-def overhead_ratio(stdout: str) -> float:
-    """The ratio benchmarks/overhead.py prints."""
-    found = RATIO_LINE.search(stdout)
-    assert found, stdout
-    return float(found.group(1))
+def overhead_figures(stdout: str) -> list:
+    """The figures an overhead path script prints (benchmarks/overhead/pairs.py: one `OVERHEAD {json}` line each)."""
+    sys.path.insert(0, str(REPO / "benchmarks" / "overhead"))
+    from pairs import parse
+
+    figures = [f for f in map(parse, stdout.splitlines()) if f is not None]
+    assert figures, stdout
+    return figures
