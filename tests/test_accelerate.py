@@ -87,6 +87,7 @@ def sweep(tmp_path_factory):
     return yaml, run_benchmark(yaml, "--output-dir", out, "--no-plots"), out
 
 
+@pytest.mark.engine
 def test_end_to_end_csv_contract(sweep):
     _, proc, out = sweep
     assert proc.returncode == 0, proc.stderr
@@ -97,6 +98,7 @@ def test_end_to_end_csv_contract(sweep):
     assert runtime["architecture"] == manifest["model"]["architecture"]
 
 
+@pytest.mark.engine
 def test_an_entry_needing_more_devices_is_skipped_with_both_numbers(sweep):
     yaml, proc, out = sweep
     skipped = [r for r in rows(out / "results.csv") if r["backend"] == "acc-64"]

@@ -37,12 +37,14 @@ def by_entry(out):
     return {name: [r for r in results if r["backend"] == name] for name in ("hf", "vllm")}
 
 
+@pytest.mark.engine
 def test_the_dry_run_shows_where_each_search_starts(sweep):
     dry, *_ = sweep
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.count("search from bs 64, at most 64") == 2
 
 
+@pytest.mark.engine
 def test_vllm_is_bisected_down_to_what_its_cache_holds(sweep):
     _, proc, out, _ = sweep
     assert proc.returncode == 0, proc.stderr
@@ -58,6 +60,7 @@ def test_vllm_is_bisected_down_to_what_its_cache_holds(sweep):
     assert "[vllm] auto in=32 out=8 ok  largest batch that ran: 30" in proc.stdout
 
 
+@pytest.mark.engine
 def test_hf_stops_at_max_batch_size(sweep):
     _, proc, out, _ = sweep
     hf = by_entry(out)["hf"]
@@ -70,6 +73,7 @@ def test_hf_stops_at_max_batch_size(sweep):
     assert "64 (max)" in proc.stdout
 
 
+@pytest.mark.engine
 def test_the_report_shows_the_largest_batches_and_the_estimate_error(sweep):
     _, _, out, _ = sweep
     report = (out / "plots" / "report.md").read_text()
@@ -79,6 +83,7 @@ def test_the_report_shows_the_largest_batches_and_the_estimate_error(sweep):
     assert "| hf | 1 |" in estimate and "| vllm | 4 |" in estimate
 
 
+@pytest.mark.engine
 def test_resume_runs_nothing_again(sweep):
     _, _, out, yaml = sweep
     before = rows(out / "results.csv")

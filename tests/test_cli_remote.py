@@ -1,5 +1,6 @@
 """The platform loop through benchmark.py itself: dry run, submit without a key, collect, log markers."""
 
+import pytest
 import yaml
 
 from app.cli import main
@@ -49,6 +50,7 @@ def test_collect_takes_no_config(capsys):
                                        "--slurm\n")
 
 
+@pytest.mark.engine
 def test_emitted_markers_rebuild_the_files(tmp_path):
     proc = run_benchmark("yamls/cpu-tiny.yaml", "--output-dir", tmp_path / "out", "--no-plots",
                          "--emit-log-markers", "backends=[{name: hf, device: cpu}]", "batch_sizes=[1,2]",

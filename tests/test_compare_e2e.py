@@ -55,6 +55,7 @@ def runs(tmp_path_factory):
     return tmp, auto
 
 
+@pytest.mark.engine
 def test_every_point_states_its_uncertainty(runs):
     tmp, _ = runs
     for r in rows(tmp / "a" / "results.csv"):
@@ -63,6 +64,7 @@ def test_every_point_states_its_uncertainty(runs):
         assert float(r["latency_ms_cv"]) >= 0 and r["converged"] == "" and r["num_batches"] == "5"
 
 
+@pytest.mark.engine
 def test_auto_stops_once_the_interval_is_narrow_enough(runs):
     tmp, proc = runs
     for r in rows(tmp / "b" / "results.csv"):
@@ -77,6 +79,7 @@ def test_auto_stops_once_the_interval_is_narrow_enough(runs):
     assert "±95%" in proc.stdout
 
 
+@pytest.mark.engine
 def test_two_real_runs_compare_point_by_point(runs, capsys):
     tmp, _ = runs
     code, out, _ = compare(capsys, tmp / "a", tmp / "b", "--out", tmp / "ab")
@@ -90,6 +93,7 @@ def test_two_real_runs_compare_point_by_point(runs, capsys):
     assert gate.returncode == (1 if "**slower**" in report else 0), gate.stderr
 
 
+@pytest.mark.engine
 def test_a_run_against_itself_passes_the_gate(runs, capsys):
     tmp, _ = runs
     code, out, _ = compare(capsys, tmp / "a", tmp / "a", "--out", tmp / "same", "--fail-on-regression")
@@ -98,6 +102,7 @@ def test_a_run_against_itself_passes_the_gate(runs, capsys):
     assert "**" not in (tmp / "same" / "compare.md").read_text().split("| point |")[1]
 
 
+@pytest.mark.engine
 def test_a_regression_fails_the_gate(runs, capsys):
     tmp, _ = runs
     # A shared CI box can make one of 5 batches several times slower, and then a real 1.5x change is rightly
@@ -117,6 +122,7 @@ def test_a_regression_fails_the_gate(runs, capsys):
     assert report.count("**slower**") == 8 and "| 1.500 |" in report and "| 0.667 |" in report
 
 
+@pytest.mark.engine
 def test_two_entries_of_one_folder(runs, capsys):
     tmp, _ = runs
     code, out, _ = compare(capsys, tmp / "a", "--series", "hf", "hf-b")
@@ -125,6 +131,7 @@ def test_two_entries_of_one_folder(runs, capsys):
     assert "| bs 1 in 16/out 8 | latency_ms_mean |" in (tmp / "a" / "compare" / "compare.md").read_text()
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("args,message", [
     (["a"], "compare: pass BASE and NEW results folders (got 1), or one folder with --series BASE NEW"),
     (["a", "--series", "hf", "nope"], "--series nope: no backend entry of that label in"),
@@ -175,6 +182,7 @@ def write_table(path, table):
         writer.writerows(table)
 
 
+@pytest.mark.engine
 def test_the_manifest_says_where_the_time_went(runs):
     tmp, proc = runs
     manifest = json.loads((tmp / "b" / "manifest.json").read_text())
@@ -190,6 +198,7 @@ def test_the_manifest_says_where_the_time_went(runs):
     assert "Time budget, seconds" in proc.stdout and f"{sweep['wall_over_work']:.2f}x" in proc.stdout
 
 
+@pytest.mark.engine
 def test_the_resolved_config_reruns_the_same_sweep(runs):
     tmp, _ = runs
     manifest = json.loads((tmp / "b" / "manifest.json").read_text())

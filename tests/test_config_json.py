@@ -109,6 +109,7 @@ def test_overrides_are_checked_by_transformers():
     assert model.built_hf_config is not None and model.config.num_hidden_layers == 1
 
 
+@pytest.mark.engine
 def test_plan_imports_no_engine():
     """--plan for a 70B model reads configs and does arithmetic: torch or transformers on this path would cost
     3 to 6 s of the 5 s `make plan-time` allows."""

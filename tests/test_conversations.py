@@ -73,6 +73,7 @@ def test_longest_input_is_a_last_turn_with_its_history(model):
     assert w.longest_input(point) == longest > max(len(p.token_ids) for p in w.pool)
 
 
+@pytest.mark.engine
 def test_drive_sends_each_later_turn_after_its_answer_with_the_history(model):
     spec = spec_of(model, turn_gap_s=0.05)
     sent = {}
@@ -99,6 +100,7 @@ def test_drive_sends_each_later_turn_after_its_answer_with_the_history(model):
         assert r.scheduled_s <= r.dispatched_s <= sent[r.index][0]
 
 
+@pytest.mark.engine
 def test_a_failed_turn_ends_its_conversation(model):
     spec = spec_of(model)
     second = next(i for i, k in enumerate(spec.turns.turn) if k == 2)
@@ -117,6 +119,7 @@ def test_a_failed_turn_ends_its_conversation(model):
     assert all(r.ok for r in timing.requests if r.conversation != conversation)
 
 
+@pytest.mark.engine
 def test_a_later_turn_without_the_answers_ids_fails_with_why(model):
     spec = spec_of(model)
 

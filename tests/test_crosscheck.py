@@ -46,6 +46,7 @@ def test_tokens_are_compared_up_to_the_first_eos_in_either():
     assert identical_share([[2, 3]], [[2, 4]], eos_ids={2}) is None  # nothing before an EOS to compare
 
 
+@pytest.mark.engine
 def test_three_backends_agree_through_benchmark_py(tmp_path):
     """On real prompts of mixed lengths: left padding and its mask must hide the padding in all three."""
     yaml = tmp_path / "three.yaml"

@@ -34,6 +34,7 @@ def sweep(tmp_path_factory):
     return proc, tmp / "out", marker, ds_shm_segments() - before
 
 
+@pytest.mark.engine
 def test_end_to_end_with_two_ranks(sweep):
     proc, out, marker, leaked_shm = sweep
     assert proc.returncode == 0, proc.stderr
@@ -49,6 +50,7 @@ def test_end_to_end_with_two_ranks(sweep):
     assert not leaked_shm
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("kind,overrides,reason", [
     ("segv", [], "worker died (rank 1: SIGSEGV)"),
     ("hang", ["point_timeout_s=15"], "worker timed out after 15 s (point_timeout_s)"),
@@ -68,6 +70,7 @@ def test_a_failing_rank_ends_the_entry_in_error_rows_and_leaves_no_process(tmp_p
     assert not ds_shm_segments() - before
 
 
+@pytest.mark.engine
 def test_a_rank_never_holds_the_whole_model(tmp_path):
     """The issue's bound, on llama-1b cut to 8 layers (483M parameters, 1.9 GB in fp32) so it loads in seconds.
 
@@ -124,6 +127,7 @@ def test_bad_options_name_the_key(options, message):
     assert str(e.value) == message
 
 
+@pytest.mark.engine
 def test_a_duplicated_init_inference_key_is_a_config_error(tmp_path):
     yaml = write_sweep(tmp_path / "dup.yaml", "{name: deepspeed, device: cpu, init_inference: {dtype: fp16}}",
                        model="preset: tiny-llama")

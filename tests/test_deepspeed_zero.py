@@ -45,6 +45,7 @@ def by_entry(out: Path) -> dict:
     return {(r["backend"], int(r["batch_size"])): r for r in rows(out / "results.csv")}
 
 
+@pytest.mark.engine
 def test_zero_offload_runs_the_same_model_as_hf_with_its_memory_on_every_row(sweep):
     proc, out, marker, leaked_shm = sweep
     assert proc.returncode in (0, 1), proc.stderr  # 1: the nvme entry's error rows, where async I/O cannot run
@@ -65,6 +66,7 @@ def test_zero_offload_runs_the_same_model_as_hf_with_its_memory_on_every_row(swe
     assert not leaked_shm
 
 
+@pytest.mark.engine
 def test_ranks_split_the_batch_and_a_batch_they_cannot_split_is_skipped(sweep):
     _, out, _, _ = sweep
     found = by_entry(out)
@@ -80,6 +82,7 @@ def test_ranks_split_the_batch_and_a_batch_they_cannot_split_is_skipped(sweep):
     assert len(runtime["zero-2ranks"]["load_peak_rss_bytes_per_rank"]) == 2
 
 
+@pytest.mark.engine
 def test_nvme_offload_runs_where_async_io_can_and_says_why_where_it_cannot(sweep):
     _, out, _, _ = sweep
     row = by_entry(out)[("zero-nvme", 2)]

@@ -19,6 +19,7 @@ def slow_close(tmp_path_factory):
     return proc, tmp / "out", marker
 
 
+@pytest.mark.engine
 def test_the_next_entry_loads_only_after_the_last_one_has_ended(slow_close):
     proc, out, marker = slow_close
     assert proc.returncode == 0, proc.stderr
@@ -36,6 +37,7 @@ def test_the_next_entry_loads_only_after_the_last_one_has_ended(slow_close):
     assert not processes_with(marker)
 
 
+@pytest.mark.engine
 def test_the_overlap_counts_once_in_the_sweep(slow_close):
     _, out, _ = slow_close
     manifest = json.loads((out / "manifest.json").read_text())

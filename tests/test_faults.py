@@ -39,6 +39,7 @@ def backend_for(command: str) -> OpenAIBackend:
     return OpenAIBackend(options, model, SweepShape(0, 64, 8, scenario="stream"))
 
 
+@pytest.mark.engine
 def test_each_fault_is_one_failed_request_with_its_reason():
     """Requests 50 ms apart (each answered in ~10 ms): the server sees them in index order, and every 2nd breaks."""
     backend = backend_for(FAULT_SERVER + " --faults " + ",".join(KINDS) + " --every 2")
@@ -75,6 +76,7 @@ stream: {{arrival: constant, request_rates: {rates}, num_requests: 12, num_warmu
     return path
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("share,status", [(0.25, "ok"), (0.0, "error")])
 def test_a_point_is_ok_while_failures_stay_within_max_failed_share(tmp_path, share, status):
     """3 of 12 timed requests break (every 4th after the 2 warm-up ones): ok at 0.25, an error at 0."""
@@ -102,6 +104,7 @@ def test_a_point_is_ok_while_failures_stay_within_max_failed_share(tmp_path, sha
     assert processes_with(marker) == []
 
 
+@pytest.mark.engine
 def test_a_server_that_dies_mid_point_ends_its_points_and_the_sweep_goes_on(tmp_path):
     """The server exits as timed request 5 arrives: that point fails on its refused requests, the next at once
     with the server's exit, and nothing is left running."""

@@ -186,6 +186,7 @@ def test_plots_help_names_compare(capsys):
                                            "compare --help)"
 
 
+@pytest.mark.engine
 def test_an_interpreter_without_the_dependencies_gets_one_line():
     """`-S`: this interpreter without its site-packages, as a system Python without `make setup` is."""
     done = subprocess.run([sys.executable, "-S", str(REPO / "benchmark.py"), TINY], cwd=REPO, capture_output=True,

@@ -207,6 +207,7 @@ def test_unknown_top_level_key():
 
 # ---- the CLI ----
 
+@pytest.mark.engine
 def test_translate_only_prints_a_harness_yaml_that_loads(tmp_path):
     proc = run_benchmark(MPT_1B, "--translate-only")
     assert proc.returncode == 0, proc.stderr
@@ -219,6 +220,7 @@ def test_translate_only_prints_a_harness_yaml_that_loads(tmp_path):
     assert sorted(p.name for p in FIXTURES.iterdir()) == sorted(p.name for p in FIXTURES.glob("[!.]*.yaml"))
 
 
+@pytest.mark.engine
 def test_unmappable_key_exits_2_with_one_line(tmp_path):
     theirs = tmp_path / "theirs.yaml"
     theirs.write_text(yaml.safe_dump(_with(TINY, lambda c: c.update(use_cache=False))))
@@ -243,6 +245,7 @@ def test_translate_only_misuse(args, message, capsys):
     assert capsys.readouterr().err.startswith(message)
 
 
+@pytest.mark.engine
 def test_a_tiny_inline_mpt_runs_on_the_cpu(tmp_path):
     out = tmp_path / "out"
     proc = run_benchmark(TINY, "batch_sizes=[1]", "--output-dir", out, "--no-plots", timeout=300)

@@ -18,6 +18,7 @@ def sweep(tmp_path_factory):
     return proc, out
 
 
+@pytest.mark.engine
 def test_exit_code_and_files(sweep):
     proc, out = sweep
     assert proc.returncode == 0, proc.stderr
@@ -28,6 +29,7 @@ def test_exit_code_and_files(sweep):
     assert "Results" in proc.stdout and str(out) in proc.stdout
 
 
+@pytest.mark.engine
 def test_results_contract(sweep):
     _, out = sweep
     assert_csv_contract(out, "hf", points=8, num_batches=3, num_devices=1, tp_size=1)
@@ -40,6 +42,7 @@ def test_results_contract(sweep):
     assert list(rows(out / "samples.csv")[0].keys()) == SAMPLE_COLUMNS
 
 
+@pytest.mark.engine
 def test_manifest(sweep):
     _, out = sweep
     m = json.loads((out / "manifest.json").read_text())

@@ -97,6 +97,7 @@ def batches(timing):
     return sorted(groups.values())
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("mode", ["static", "continuous"])
 def test_every_request_comes_back_forced_and_in_time_order(served, mixed, mode):
     timing = served[mode]
@@ -200,6 +201,7 @@ def eos_on_top(backend):
         -1, torch.tensor([eos]), torch.full((*out.shape[:-1], 1), 1e4)))
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("mode", ["static", "continuous"])
 def test_forced_lengths_suppress_eos_and_unforced_stop_at_it(request, model, mode):
     backend = request.getfixturevalue(mode)
@@ -256,6 +258,7 @@ def test_bad_stream_options_are_user_errors(fields, named):
         HFOptions(name="hf", **fields).validate("b")
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("mode", ["static", "continuous"])
 def test_sampled_streams(request, model, mode):
     """Sampling runs in both modes; static batches repeat with the same seeds (one generate per batch, seeded

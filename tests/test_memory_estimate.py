@@ -25,6 +25,7 @@ def live_bytes() -> int:
 
 
 # tiny-llama: the KV cache (128 MiB) outweighs the weights (33 MiB); llama-1b: the weights (4.1 GiB) dominate.
+@pytest.mark.engine
 @pytest.mark.parametrize("preset,batch_size,tokens", [("tiny-llama", 64, 2048), ("llama-1b", 2, 256)])
 def test_weights_and_kv_cache_within_15_percent_of_measured_growth(preset, batch_size, tokens):
     from transformers import DynamicCache

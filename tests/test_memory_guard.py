@@ -33,6 +33,7 @@ def test_estimate_adds_weights_kv_and_activations():
     assert eager.activation_bytes - e.activation_bytes == 8 * 32 * 512 * 512 * 4
 
 
+@pytest.mark.engine
 def test_70b_ends_cleanly_in_seconds_with_every_point_skipped(tmp_path):
     start = time.monotonic()
     proc = run_benchmark("yamls/70b.yaml", "--output-dir", tmp_path / "out", "--no-plots", timeout=120)
@@ -44,6 +45,7 @@ def test_70b_ends_cleanly_in_seconds_with_every_point_skipped(tmp_path):
     assert all(r["load_time_s"] == "" for r in rows)  # never loaded
 
 
+@pytest.mark.engine
 def test_70b_on_this_cpu_is_stopped_by_the_memory_estimate(tmp_path):
     proc = run_benchmark("yamls/70b.yaml", "--output-dir", tmp_path / "out", "--no-plots",
                          "backends=[{name: hf, device: cpu}]", timeout=120)
@@ -62,6 +64,7 @@ def read(out):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.engine
 def test_dry_run_shows_the_plan_and_loads_nothing():
     proc = run_benchmark("yamls/70b.yaml", "--dry-run", timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -69,6 +72,7 @@ def test_dry_run_shows_the_plan_and_loads_nothing():
     assert "warning: backend vllm-tp8: needs 8 CUDA device(s), this machine has 0" in proc.stdout
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("fraction,fits", [(0.9, True), (1e-6, False)])
 def test_memory_fraction_moves_the_line(fraction, fits):
     proc = run_benchmark("yamls/cpu-tiny.yaml", "--dry-run", f"memory_fraction={fraction}", timeout=120)

@@ -3,6 +3,8 @@
 
 import os
 
+import pytest
+
 from backends import base
 from backends.registry import BACKENDS
 from harness.config.sweep import load_config
@@ -26,6 +28,7 @@ def test_an_engine_that_is_not_installed_is_planned_as_skipped(monkeypatch):
     assert plans["hf"].unavailable is None
 
 
+@pytest.mark.engine
 def test_a_sweep_without_vllm_skips_its_entries_and_runs_the_rest(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{HIDER}:{os.environ.get('PYTHONPATH', '')}", "BENCH_HIDE_MODULES": "vllm"}
     proc = run_benchmark("yamls/cpu-tiny.yaml", *TWO, "--output-dir", tmp_path / "out", "--no-plots", env=env,

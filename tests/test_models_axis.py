@@ -77,6 +77,7 @@ def swept(tmp_path_factory):
     return config, out, proc
 
 
+@pytest.mark.engine
 def test_each_model_runs_every_entry_in_its_own_worker(swept):
     _, out, proc = swept
     got = rows(out / "results.csv")
@@ -88,6 +89,7 @@ def test_each_model_runs_every_entry_in_its_own_worker(swept):
     assert "[tiny-1-layer / hf] bs 2" in proc.stdout
 
 
+@pytest.mark.engine
 def test_manifest_describes_each_model(swept):
     _, out, _ = swept
     manifest = json.loads((out / "manifest.json").read_text())
@@ -101,6 +103,7 @@ def test_manifest_describes_each_model(swept):
     assert all(e["runtime"]["architecture"] == models[e["model"]]["architecture"] for e in manifest["backends"])
 
 
+@pytest.mark.engine
 def test_the_written_config_reruns_as_is(swept):
     _, out, _ = swept
     config = load_config(out / "config.yaml", [], BACKENDS, WORKLOADS)
@@ -108,6 +111,7 @@ def test_the_written_config_reruns_as_is(swept):
     assert "model" not in yaml.safe_load((out / "config.yaml").read_text())
 
 
+@pytest.mark.engine
 def test_charts_draw_one_curve_per_model(swept):
     _, out, _ = swept
     table = data.with_series(load.to_numbers(load.load_results([out])))
@@ -116,6 +120,7 @@ def test_charts_draw_one_curve_per_model(swept):
     assert all(sorted(c.batch_sizes) == [1, 2] for c in curves)
 
 
+@pytest.mark.engine
 def test_resume_keys_rows_by_model(swept, tmp_path):
     config, measured, _ = swept
     out = shutil.copytree(measured, tmp_path / "out")
@@ -133,6 +138,7 @@ def test_resume_keys_rows_by_model(swept, tmp_path):
         proc.stderr
 
 
+@pytest.mark.engine
 def test_compare_matches_points_model_by_model(swept):
     _, out, _ = swept
     side = compare.read_side(out)

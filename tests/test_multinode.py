@@ -41,6 +41,7 @@ def sweep(tmp_path_factory):
     return proc, tmp / "out", marker
 
 
+@pytest.mark.engine
 def test_two_nodes_on_loopback_match_hf_token_for_token(sweep):
     proc, out, marker = sweep
     assert proc.returncode == 0, proc.stderr
@@ -57,6 +58,7 @@ def test_two_nodes_on_loopback_match_hf_token_for_token(sweep):
     assert not processes_with(marker)  # the agent it started ended with the sweep
 
 
+@pytest.mark.engine
 def test_a_rank_lost_on_either_node_ends_the_entry_and_leaves_nothing_running(tmp_path):
     yaml = cluster_sweep(tmp_path / "two.yaml", TWO_NODES, batch_sizes="[1, 4, 8]", input_lengths="[16]",
                          output_lengths="[8]")
@@ -72,6 +74,7 @@ def test_a_rank_lost_on_either_node_ends_the_entry_and_leaves_nothing_running(tm
     assert not processes_with(marker)
 
 
+@pytest.mark.engine
 def test_an_agent_that_never_joins_costs_the_entry_error_rows_naming_the_node(tmp_path):
     yaml = cluster_sweep(tmp_path / "two.yaml", TWO_NODES, agents="external", join_timeout_s=2,
                          batch_sizes="[1]", input_lengths="[16]", output_lengths="[2]")
@@ -83,6 +86,7 @@ def test_an_agent_that_never_joins_costs_the_entry_error_rows_naming_the_node(tm
     assert not processes_with(marker)
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("args,message", [
     (["--node-agent", "127.0.0.1:1"], "--node-rank: node 0 runs the sweep itself"),
     (["--node-agent", "nohost", "--node-rank", "1"], "--node-agent: 'nohost' is not HOST:PORT"),
@@ -127,6 +131,7 @@ def test_the_root_cause_is_named_before_the_ranks_it_took_down(tmp_path):
     assert first_failure(-11, tmp_path / "missing.log", {}) == "SIGSEGV"
 
 
+@pytest.mark.engine
 def test_running_on_other_nodes_needs_the_rendezvous_planning_does_not(tmp_path):
     yaml = write_sweep(tmp_path / "two.yaml", TWO_NODES, batch_sizes="[1]", input_lengths="[16]", output_lengths="[2]")
     assert run_benchmark(yaml, "cluster.nodes=2", "--dry-run").returncode == 0
@@ -172,6 +177,7 @@ def descendants(pid: int) -> list:
     return found
 
 
+@pytest.mark.engine
 def test_a_node_that_dies_mid_point_ends_the_entry_naming_it(tmp_path):
     """Node 1 (its agent, torchrun and rank) killed outright while rank 1 is held in the batch-4 point."""
     yaml = cluster_sweep(tmp_path / "two.yaml", TWO_NODES, batch_sizes="[1, 4, 8]", input_lengths="[16]",
@@ -202,6 +208,7 @@ def test_a_node_that_dies_mid_point_ends_the_entry_naming_it(tmp_path):
     assert not processes_with(marker)
 
 
+@pytest.mark.engine
 def test_plan_counts_every_nodes_devices():
     proc = run_benchmark("yamls/405b-2nodes.yaml", "--plan", "hardware.gpu=h100-sxm", "hardware.num_gpus=8")
     assert proc.returncode == 0, proc.stderr

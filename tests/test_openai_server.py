@@ -99,6 +99,7 @@ def test_registered_and_options_checked():
             OpenAIOptions(name="openai", **options).validate("backends[0]")
 
 
+@pytest.mark.engine
 def test_poisson_stream_forced_tokens(server):
     stream = make_stream(12, 8, rate=8.0)
     server.serve(make_stream(4, 8, rate=20.0, seed=1))  # warm-up
@@ -117,6 +118,7 @@ def test_poisson_stream_forced_tokens(server):
     assert offsets == pytest.approx(stream.arrivals_s, abs=1e-6)
 
 
+@pytest.mark.engine
 def test_max_concurrency_respected(server):
     stream = make_stream(8, 8, arrival="burst", cap=2)
     timing = server.serve(stream)
@@ -135,6 +137,7 @@ def test_base_url_is_taken_with_or_without_v1():
     assert OpenAIBackend.destination(options) == "requests to http://127.0.0.1:8000/v1/completions"
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("suffix", ["/", "/v1"])
 def test_running_server_by_url(server, model, suffix):
     """base_url mode on the same server, written both ways users write it: the model id comes from /v1/models,
@@ -162,6 +165,7 @@ def chat_stream(n: int, max_tokens: int, tokenizer) -> StreamSpec:
     return StreamSpec(requests, arrival_times("poisson", 20.0, n, 0))
 
 
+@pytest.mark.engine
 def test_chat_completions_send_the_conversation(server, model):
     """endpoint: chat: vLLM applies the same chat template the harness counted with (the tiny-llama tokenizer's,
     copied into {model_dir}), forces the budget, and reports its counts in usage."""
@@ -183,6 +187,7 @@ def test_chat_completions_send_the_conversation(server, model):
         client.close()
 
 
+@pytest.mark.engine
 def test_chat_conversations_carry_the_servers_answers(server, model):
     """A multi-turn stream through /v1/chat/completions: each later turn is sent with the conversation so far, the
     server's own answers as the assistant's messages; the server counts a longer prompt every turn."""
@@ -205,6 +210,7 @@ def test_chat_conversations_carry_the_servers_answers(server, model):
         assert r.input_tokens > before.input_tokens  # the server's count grows with the history
 
 
+@pytest.mark.engine
 def test_the_servers_own_metrics_are_scraped_while_a_stream_runs(server, model):
     assert server.runtime_info()["server_metrics"] == f"GET {server.base_url}/metrics every 0.5 s while a stream runs"
     client = make_backend(model, base_url=server.base_url, metrics_interval_s=0.02)
@@ -226,6 +232,7 @@ def test_the_servers_own_metrics_are_scraped_while_a_stream_runs(server, model):
     assert 0 < figures["server_kv_cache_usage_max"] <= 1
 
 
+@pytest.mark.engine
 def test_a_running_server_that_answers_health_with_an_error_ends_the_entry_at_once(server, model):
     """vLLM has no /v1/health: a 404 is an answer, not a server still starting: one line, no waiting."""
     client = make_backend(model, base_url=server.base_url + "/v1", health_path="/v1/health")
@@ -238,6 +245,7 @@ def test_a_running_server_that_answers_health_with_an_error_ends_the_entry_at_on
     assert "set health_path" in message
 
 
+@pytest.mark.engine
 def test_nothing_listening_is_retried_briefly_then_named(model):
     url = f"http://127.0.0.1:{free_port()}"
     client = make_backend(model, base_url=url + "/v1/", connect_timeout_s=1.5)
@@ -250,6 +258,7 @@ def test_nothing_listening_is_retried_briefly_then_named(model):
     assert "fix base_url" in message and "\n" not in message
 
 
+@pytest.mark.engine
 def test_never_healthy_server_is_stopped(model):
     backend = make_backend(model, command='{python} -c "import time; time.sleep(600)" {port}', startup_timeout_s=3)
     start = time.monotonic()
@@ -273,6 +282,7 @@ def test_server_that_exits_at_once(model):
     assert not group_members(backend.server_pid)
 
 
+@pytest.mark.engine
 def test_server_dies_when_the_harness_dies(tmp_path):
     """PR_SET_PDEATHSIG: a worker killed with SIGKILL (no close()) leaves no server behind."""
     code = textwrap.dedent("""
@@ -300,6 +310,7 @@ def test_server_dies_when_the_harness_dies(tmp_path):
         worker.wait(timeout=10)
 
 
+@pytest.mark.engine
 def test_close_ends_the_server_process_group(server):
     """Runs last in this module: stops the module's server the way the harness does, then checks."""
     pgid = server.server_pid

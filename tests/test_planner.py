@@ -43,6 +43,7 @@ def test_70b_on_8_h100s_without_the_gpus():
             assert r.estimate.total_bytes <= r.budget_bytes and r.kv_tokens > 0
 
 
+@pytest.mark.engine
 def test_plan_through_benchmark_py():
     proc = run_benchmark("yamls/70b.yaml", "--plan", "hardware.gpu=h100-sxm", "hardware.num_gpus=8")
     assert proc.returncode == 0, proc.stderr

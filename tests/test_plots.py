@@ -135,6 +135,7 @@ def test_point_labels_never_overlap_at_seven_batch_sizes_and_two_series():
 
 # -- rendering from results on disk ------------------------------------------------------------------
 
+@pytest.mark.engine
 def test_two_hardware_folders_give_one_curve_each_on_the_same_axes(tmp_path, monkeypatch):
     cpu, gpu = FIXTURE, copy_fixture(tmp_path, "a100", hardware=A100, speedup=10.0)
     table = to_numbers(data.with_series(load_results([cpu, gpu])))
@@ -194,6 +195,7 @@ def test_cli_all_oom_exits_2_with_one_line(tmp_path):
     assert not (folder / "plots").exists()
 
 
+@pytest.mark.engine
 def test_cli_draws_every_chart_and_the_report_into_the_results_folder(tmp_path):
     folder = copy_fixture(tmp_path, "run")
     result = run_plots(folder, "--format", "png,svg")

@@ -210,6 +210,7 @@ def test_every_backend_says_why_it_skips_mpt():
     assert HFBackend.unsupported(HFOptions(name="hf"), "batch", qwen) is None
 
 
+@pytest.mark.engine
 def test_dry_run_names_each_skip_reason(tmp_path):
     backends = ("{name: hf, device: cpu}, {name: hf, label: hf-eager, device: cpu, attn_implementation: eager}, "
                 "{name: vllm, device: cpu}")
@@ -246,6 +247,7 @@ def test_deepspeed_fills_a_fused_qkv_shard_as_autotp_cuts_it():
         assert torch.equal(shard, _partition_logical_tensor(whole, 0, 2, rank, widths, sizes))
 
 
+@pytest.mark.engine
 def test_a_tiny_mpt_runs_on_hf_end_to_end(tmp_path):
     yaml = write_sweep(tmp_path / "mpt.yaml", "{name: hf, device: cpu, attn_implementation: eager}, "
                        "{name: hf, label: hf-sdpa, device: cpu}, {name: vllm, device: cpu}", model=TINY_MPT,

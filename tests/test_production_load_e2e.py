@@ -51,6 +51,7 @@ stream: {{arrival: trace, trace: small-azure.csv, time_scale: {TIME_SCALE}, num_
 LABELS = ("hf-continuous", "vllm", "vllm-serve")
 
 
+@pytest.mark.engine
 def test_trace_gives_one_row_per_engine(replayed):
     results = rows(replayed / "results.csv")
     assert [r["backend"] for r in results] == list(LABELS)
@@ -61,6 +62,7 @@ def test_trace_gives_one_row_per_engine(replayed):
         assert float(r["request_rate"]) == pytest.approx(9 / (0.9 * TIME_SCALE))  # what the window offers
 
 
+@pytest.mark.engine
 def test_every_request_at_its_traced_time_with_its_traced_lengths(replayed):
     results = {r["backend"]: r for r in rows(replayed / "results.csv")}
     requests = rows(replayed / "requests.csv")
@@ -76,6 +78,7 @@ def test_every_request_at_its_traced_time_with_its_traced_lengths(replayed):
         assert [int(q["output_tokens"]) for q in mine] == list(TRACE_OUTPUTS), label
 
 
+@pytest.mark.engine
 def test_manifest_names_the_trace(replayed):
     trace = json.loads((replayed / "manifest.json").read_text())["workload"]["trace"]
     assert (trace["format"], trace["requests_replayed"], trace["time_scale"]) == ("azure", 10, TIME_SCALE)
@@ -99,6 +102,7 @@ stream: {{arrival: constant, request_rates: [8], num_requests: 16, num_warmup_re
 """)
 
 
+@pytest.mark.engine
 def test_prefix_cache_hit_rate_is_the_prefixes_full_blocks(prefixed):
     """Both prefixes are cached by the two warm-up requests; vLLM then serves each timed prompt's full blocks of
     prefix from the cache (blocks of 128 tokens here: 256 of the 300 prefix tokens), never its own tokens."""
@@ -116,6 +120,7 @@ def test_prefix_cache_hit_rate_is_the_prefixes_full_blocks(prefixed):
     assert {int(q["cached_tokens"]) for q in requests if q["backend"] == "vllm-no-cache"} == {0}
 
 
+@pytest.mark.engine
 def test_prefix_caching_chart_and_report_line(prefixed):
     results = {r["backend"]: r for r in rows(prefixed / "results.csv")}
     report = (prefixed / "plots" / "report.md").read_text()
@@ -148,6 +153,7 @@ stream: {{arrival: poisson, request_rates: [4], num_requests: 4, num_warmup_requ
 TURN_LABELS = ("hf-continuous", "vllm", "vllm-serve")
 
 
+@pytest.mark.engine
 def test_every_turn_carries_its_history_and_the_answers(conversed):
     """Turn k + 1 is sent with turn k's prompt, its 8 answer tokens and its own tokens, due 50 ms after turn k's last
     token; the same conversations, turn for turn, on every engine (vllm serve returns the answer's token ids)."""
@@ -177,6 +183,7 @@ def test_every_turn_carries_its_history_and_the_answers(conversed):
             assert own.setdefault((q["conversation"], q["turn"]), grown) == grown
 
 
+@pytest.mark.engine
 def test_ttft_vs_context_chart(conversed):
     results = rows(conversed / "results.csv")
     assert (conversed / "plots" / f"stream_turns_in{results[0]['input_length']}_out8.png").exists()
@@ -196,6 +203,7 @@ num_warmup_batches: 1
 """, scenario="batch")
 
 
+@pytest.mark.engine
 def test_batch_points_report_the_hit_rate_too(prefixed_batches):
     """The warm-up batch caches both prefixes (sequence k gets prefix k mod 2); every timed sequence then reads their
     full blocks from the cache."""

@@ -50,6 +50,7 @@ def chat_tokens(line, tokenizer) -> int:
     return len(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)["input_ids"])
 
 
+@pytest.mark.engine
 def test_both_engines_ran_every_point(sweep):
     proc, out, marker = sweep
     assert proc.returncode == 0, proc.stderr
@@ -60,6 +61,7 @@ def test_both_engines_ran_every_point(sweep):
     assert not processes_with(marker)
 
 
+@pytest.mark.engine
 def test_input_tokens_are_the_templated_prompts_the_batches_held(sweep):
     _, out, _ = sweep
     tokenizer = AutoTokenizer.from_pretrained(PRESETS_DIR / "tiny-llama")
@@ -69,6 +71,7 @@ def test_input_tokens_are_the_templated_prompts_the_batches_held(sweep):
         assert int(r["input_tokens_max"]) == max(lengths)
 
 
+@pytest.mark.engine
 def test_each_prompt_gets_its_own_output_cap_on_both_engines(sweep):
     _, out, _ = sweep
     for r in rows(out / "results.csv"):
@@ -80,6 +83,7 @@ def test_each_prompt_gets_its_own_output_cap_on_both_engines(sweep):
         assert float(r["throughput_tokens_per_s"]) == pytest.approx(sum(budgets) / total_latency_s, rel=0.01)
 
 
+@pytest.mark.engine
 def test_sampling_turns_the_token_crosscheck_off_and_says_why(sweep):
     _, out, _ = sweep
     manifest = json.loads((out / "manifest.json").read_text())

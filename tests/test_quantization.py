@@ -50,6 +50,7 @@ def quantized(tmp_path_factory):
     return folder / "out"
 
 
+@pytest.mark.engine
 def test_one_ok_row_per_quantization_with_its_tokens_per_second(quantized):
     results = rows(quantized / "results.csv")
     assert [(r["backend"], r["quantization"], r["status"]) for r in results] == [
@@ -57,6 +58,7 @@ def test_one_ok_row_per_quantization_with_its_tokens_per_second(quantized):
     assert all(float(r["throughput_tokens_per_s"]) > 0 for r in results)
 
 
+@pytest.mark.engine
 def test_weight_bytes_are_the_quantized_layers_as_loaded(quantized):
     """int8 keeps a byte per linear weight and a 4-byte scale per output channel: the linear layers' fp32 bytes fall
     to a quarter. int4 on CPU (torchao's IntxWeightOnly) keeps each 4-bit value in a byte too, with a scale and a zero
@@ -67,6 +69,7 @@ def test_weight_bytes_are_the_quantized_layers_as_loaded(quantized):
     assert weights["int8"] < weights["int4"] < weights["none"]
 
 
+@pytest.mark.engine
 def test_the_plan_and_the_roofline_count_the_quantized_bytes(quantized):
     """The memory estimate (and so `--plan` and the memory guard) holds each entry's weights at its quantized
     layout (harness/model/quantized.py), within 2% of what the engine loaded; the roofline's decode step moves those
@@ -81,6 +84,7 @@ def test_the_plan_and_the_roofline_count_the_quantized_bytes(quantized):
     assert moved["none"] - moved["int8"] == pytest.approx(3 * LINEAR_WEIGHTS, rel=0.01)
 
 
+@pytest.mark.engine
 def test_the_accuracy_price_against_the_unquantized_entry(quantized):
     results = {r["quantization"]: r for r in rows(quantized / "results.csv")}
     assert float(results["none"]["logits_rel_error"]) == 0 and float(results["none"]["top1_agreement"]) == 1
@@ -93,6 +97,7 @@ def test_the_accuracy_price_against_the_unquantized_entry(quantized):
                                               "hf-int8 with hf")
 
 
+@pytest.mark.engine
 def test_a_resumed_sweep_still_prices_its_quantized_points(quantized, tmp_path):
     """The reference's probes are kept in the results folder: a sweep killed before its int8 entry ran, then
     resumed, prices int8 against the reference measured in the first run, as an uninterrupted sweep did."""
@@ -146,6 +151,7 @@ def vllm_quantized(tmp_path_factory):
     return folder / "out"
 
 
+@pytest.mark.engine
 def test_vllm_runs_each_quantization_with_its_price(vllm_quantized):
     results = {r["quantization"]: r for r in rows(vllm_quantized / "results.csv")}
     assert {q: r["status"] for q, r in results.items()} == dict.fromkeys(("none", "int8", "int4", "fp8"), "ok")
@@ -228,6 +234,7 @@ def test_the_report_names_the_fastest_setting_within_the_bound(tmp_path, bound, 
     assert (tmp_path / "plots" / "quantization_hf.png").is_file()
 
 
+@pytest.mark.engine
 def test_accelerate_quantizes_the_layers_it_maps(tmp_path):
     """accelerate (device_map) runs torchao's int8 too, the price held against its own unquantized entry."""
     pytest.importorskip("torchao")
@@ -281,6 +288,7 @@ def reference_perplexity(folder: Path, text: str, max_tokens: int, window: int) 
     return math.exp(total / predicted)
 
 
+@pytest.mark.engine
 def test_perplexity_on_a_text_and_its_delta_under_quantization(tmp_path, pretrained_folder):
     pytest.importorskip("torchao")
     text = tmp_path / "text.txt"

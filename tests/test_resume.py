@@ -50,6 +50,7 @@ def yaml(tmp_path):
     return path
 
 
+@pytest.mark.engine
 def test_kill_9_then_resume_completes_without_duplicates(yaml, tmp_path):
     out = tmp_path / "out"
     proc = start(yaml, out)
@@ -69,6 +70,7 @@ def test_kill_9_then_resume_completes_without_duplicates(yaml, tmp_path):
     assert len(samples) == 8 * 3 and len(set((*k, s["batch_index"]) for k, s in zip(keys(samples), samples))) == 24
 
 
+@pytest.mark.engine
 def test_ctrl_c_keeps_finished_points(yaml, tmp_path):
     out = tmp_path / "out"
     proc = start(yaml, out)
@@ -81,6 +83,7 @@ def test_ctrl_c_keeps_finished_points(yaml, tmp_path):
     assert len(data_rows(out / "samples.csv")) == 3 * len(rows)
 
 
+@pytest.mark.engine
 def test_resume_refuses_a_different_sweep(yaml, tmp_path):
     out = tmp_path / "out"
     assert run_benchmark(yaml, "--output-dir", out, "batch_sizes=[1]", "input_lengths=[16]").returncode == 0

@@ -110,6 +110,7 @@ def test_the_yaml_overrides_the_table_figure_by_figure(tmp_path):
     assert not (tmp_path / "never.json").exists()  # both figures given: no probe
 
 
+@pytest.mark.engine
 def test_cpu_probe_measures_this_machine(tmp_path):
     peaks = measure_cpu_peaks("fp32")
     # Any machine this runs on: more than 1 GB/s and 1 GFLOP/s, less than a GPU.

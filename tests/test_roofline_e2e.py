@@ -38,6 +38,7 @@ hardware: {cost_per_hour: 2.0}
 DECODE_NOISE = 1.05
 
 
+@pytest.mark.engine
 def test_llama_1b_decode_uses_a_real_share_of_the_measured_bandwidth(sweep):
     proc, out = sweep
     assert proc.returncode == 0, proc.stderr
@@ -64,6 +65,7 @@ def test_llama_1b_decode_uses_a_real_share_of_the_measured_bandwidth(sweep):
             2.0 / 3600 / float(r["throughput_tokens_per_s"]) * 1e6, rel=1e-3)
 
 
+@pytest.mark.engine
 def test_peaks_are_measured_once_and_recorded(sweep):
     _, out = sweep
     cached = json.loads((out / "hardware_peaks.json").read_text())
@@ -74,6 +76,7 @@ def test_peaks_are_measured_once_and_recorded(sweep):
     assert float(r["peak_memory_bandwidth_gbps"]) == pytest.approx(peaks["memory_bandwidth_gbps"], rel=1e-4)
 
 
+@pytest.mark.engine
 def test_summary_report_and_charts_explain_the_numbers(sweep):
     proc, out = sweep
     assert "MBU" in proc.stdout and "x roofline" in proc.stdout

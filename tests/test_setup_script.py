@@ -19,6 +19,7 @@ def setup(tmp_path, python: str) -> subprocess.CompletedProcess:
                           text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHON": python})
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("interpreter,found", [("fake", "Python 3.10.13"), ("no-such-python3", "not found")])
 def test_an_unsupported_python_is_refused_in_one_line(tmp_path, interpreter, found):
     if interpreter == "fake":
@@ -48,6 +49,7 @@ def setup_with(tmp_path, python: str, **env) -> subprocess.CompletedProcess:
                           text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHON": python, **env})
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("env,message", [
     ({"SETUP_TORCH": "conda"}, "error: SETUP_TORCH: 'conda' is not one of pinned (the default), system"),
     ({"SETUP_TORCH": "system"}, "error: SETUP_TORCH=system: {python} has no torch to use; leave SETUP_TORCH unset to "

@@ -34,6 +34,7 @@ num_warmup_batches: 1
     return dry, proc, tmp / "out"
 
 
+@pytest.mark.engine
 def test_dry_run_shows_why_hf_skips_larger_batches(sweep):
     dry, _, _ = sweep
     assert dry.returncode == 0, dry.stderr
@@ -42,6 +43,7 @@ def test_dry_run_shows_why_hf_skips_larger_batches(sweep):
     assert any("bs 4" in line and "batch size 1" in line for line in lines)
 
 
+@pytest.mark.engine
 def test_rows_carry_the_engines_counters_and_the_comparison(sweep):
     _, proc, out = sweep
     assert proc.returncode == 0, proc.stderr
@@ -72,6 +74,7 @@ def test_rows_carry_the_engines_counters_and_the_comparison(sweep):
                                                                         ["draft_tokens_accepted"])
 
 
+@pytest.mark.engine
 def test_summary_report_and_charts_show_speculation(sweep):
     _, proc, out = sweep
     assert "Speculative decoding (vs the same engine without it)" in proc.stdout
@@ -81,6 +84,7 @@ def test_summary_report_and_charts_show_speculation(sweep):
         assert (out / "plots" / chart).stat().st_size > 10_000
 
 
+@pytest.mark.engine
 def test_vllm_counts_speculation_in_a_request_stream(tmp_path):
     yaml = tmp_path / "stream.yaml"
     yaml.write_text(f"""

@@ -66,6 +66,7 @@ def sweep(tmp_path_factory):
 LABELS = ("hf-static", "hf-continuous", "vllm", "vllm-serve")
 
 
+@pytest.mark.engine
 def test_every_engine_ran_every_rate(sweep):
     proc, out, marker = sweep
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -82,6 +83,7 @@ def test_every_engine_ran_every_rate(sweep):
     assert processes_with(marker) == []  # workers, engines and the server the harness started are all gone
 
 
+@pytest.mark.engine
 def test_request_rows_are_complete_in_order_and_add_up(sweep):
     _, out, _ = sweep
     requests = rows(out / "requests.csv")
@@ -108,6 +110,7 @@ def test_request_rows_are_complete_in_order_and_add_up(sweep):
         assert float(r["throughput_tokens_per_s"]) == pytest.approx(8 * NUM_REQUESTS / duration, rel=1e-4)
 
 
+@pytest.mark.engine
 def test_every_engine_was_offered_the_same_stream(sweep):
     _, out, _ = sweep
     requests = rows(out / "requests.csv")
@@ -118,12 +121,14 @@ def test_every_engine_was_offered_the_same_stream(sweep):
     assert at_32 == pytest.approx([float(s) / 4 for s in by_engine["vllm"]], abs=1e-5)  # same draws, 4x the rate
 
 
+@pytest.mark.engine
 def test_greedy_tokens_agree_between_hf_static_and_continuous(sweep):
     _, out, _ = sweep
     shares = {r["backend"]: r["tokens_identical_share"] for r in rows(out / "results.csv")}
     assert float(shares["hf-continuous"]) == 1.0  # same weights as hf-static, the reference entry
 
 
+@pytest.mark.engine
 def test_the_servers_own_metrics_beside_its_rows(sweep):
     """vllm-serve's points carry vLLM's own figures, and a file of the series scraped every 0.1 s; the in-process
     engines have none. The gauges are mostly 0 here (a request takes ~15 ms), the counters are exact: each timed
@@ -145,6 +150,7 @@ def test_the_servers_own_metrics_beside_its_rows(sweep):
     assert len(served) == 2
 
 
+@pytest.mark.engine
 def test_stream_charts_and_report(sweep):
     _, out, _ = sweep
     charts = {p.name for p in (out / "plots").iterdir()}
@@ -155,6 +161,7 @@ def test_stream_charts_and_report(sweep):
     assert "## Request streams" in report and "Static vs continuous batching" in report
 
 
+@pytest.mark.engine
 def test_resume_runs_only_the_new_rates(tmp_path):
     config = stream_yaml(tmp_path / "s.yaml", HF_STATIC, rates="[8]")
     out = tmp_path / "out"
@@ -167,6 +174,7 @@ def test_resume_runs_only_the_new_rates(tmp_path):
     assert len(rows(out / "requests.csv")) == 2 * NUM_REQUESTS
 
 
+@pytest.mark.engine
 def test_resume_refuses_another_stream(tmp_path):
     config = stream_yaml(tmp_path / "s.yaml", HF_STATIC, rates="[8]")
     out = tmp_path / "out"
@@ -177,6 +185,7 @@ def test_resume_refuses_another_stream(tmp_path):
     assert "--resume: " in proc.stderr and "stream.seed=3" in proc.stderr and "has 4" in proc.stderr
 
 
+@pytest.mark.engine
 def test_rate_search_reports_every_probe_and_the_highest_sustained_rate(tmp_path):
     search = "  search: {start_rate: 4, max_probes: 4}\n"
     config = stream_yaml(tmp_path / "s.yaml", HF_STATIC, rates="auto", extra=search)
@@ -212,6 +221,7 @@ def _server_port(marker: str, deadline_s: float) -> int:
     raise AssertionError("the sweep's server never became healthy")
 
 
+@pytest.mark.engine
 def test_a_server_that_dies_mid_point_costs_its_rows_and_the_sweep_goes_on(tmp_path):
     backends = f"{{name: openai, label: vllm-serve, command: '{SERVER}'}}, {HF_STATIC}"
     config = stream_yaml(tmp_path / "s.yaml", backends, rates="[4, 8]")

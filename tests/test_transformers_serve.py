@@ -49,6 +49,7 @@ def server(model):
         backend.close()
 
 
+@pytest.mark.engine
 def test_chat_stream_on_transformers_serve(server, model):
     stream = chat_stream(6, 8, load_tokenizer(model))
     timing = server.serve(stream)
@@ -65,6 +66,7 @@ def test_chat_stream_on_transformers_serve(server, model):
     assert info["model"].endswith("checkpoint") and os.path.isfile(os.path.join(info["model"], "model.safetensors"))
 
 
+@pytest.mark.engine
 def test_completions_with_token_ids_are_refused_in_one_line(server):
     """What transformers serve does not support, said plainly: its /v1/completions wants a text prompt."""
     server.client.endpoint = "completions"
@@ -76,6 +78,7 @@ def test_completions_with_token_ids_are_refused_in_one_line(server):
     assert not r.ok and r.error.startswith("RuntimeError: HTTP 400 from ") and "prompt must be a string" in r.error
 
 
+@pytest.mark.engine
 def test_close_ends_the_server_and_its_checkpoint(model):
     entry = {k: v for k, v in transformers_entry().items() if k != "label"}
     backend = OpenAIBackend(OpenAIOptions(**entry), model, SweepShape(0, 128, 64, scenario="stream"))
@@ -88,6 +91,7 @@ def test_close_ends_the_server_and_its_checkpoint(model):
     assert not os.path.exists(folder)
 
 
+@pytest.mark.engine
 def test_the_demo_yaml_through_benchmark_py(tmp_path):
     """yamls/cpu-servers.yaml's transformers serve entry, shrunk, through benchmark.py: rows, requests, sources."""
     config = yaml.safe_load(SERVERS_YAML.read_text())

@@ -1,11 +1,14 @@
 """output.upload_uri: the finished results folder is copied through fsspec; a failed copy only warns."""
 
+import pytest
+
 from tests.conftest import run_benchmark
 
 SMALL = ["backends=[{name: hf, device: cpu}]", "batch_sizes=[1]", "input_lengths=[16]", "output_lengths=[2]",
          "num_batches=1", "--no-plots"]
 
 
+@pytest.mark.engine
 def test_results_folder_is_copied(tmp_path):
     out, bucket = tmp_path / "out", tmp_path / "bucket"
     proc = run_benchmark("yamls/cpu-tiny.yaml", *SMALL, "--output-dir", out, f"output.upload_uri=file://{bucket}")
@@ -16,6 +19,7 @@ def test_results_folder_is_copied(tmp_path):
     assert f"Copied to file://{copied}" in proc.stdout
 
 
+@pytest.mark.engine
 def test_a_failed_upload_warns_and_keeps_the_results(tmp_path):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the bucket should be")

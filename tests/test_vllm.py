@@ -35,6 +35,7 @@ def sweep(tmp_path_factory):
     return proc, tmp / "out", marker
 
 
+@pytest.mark.engine
 def test_crash_costs_only_the_crashed_entry(sweep):
     proc, out, marker = sweep
     assert proc.returncode == 1, proc.stderr  # a point errored
@@ -48,6 +49,7 @@ def test_crash_costs_only_the_crashed_entry(sweep):
     assert not processes_with(marker)
 
 
+@pytest.mark.engine
 def test_vllm_rows_contract_and_invariants(sweep):
     _, out, _ = sweep
     vllm = [r for r in rows(out / "results.csv") if r["backend"] == "vllm"]
@@ -64,6 +66,7 @@ def test_vllm_rows_contract_and_invariants(sweep):
         assert int(r["peak_memory_bytes"]) > 0
 
 
+@pytest.mark.engine
 def test_vllm_exact_output_lengths(sweep):
     _, out, _ = sweep
     samples = [s for s in rows(out / "samples.csv") if s["backend"] == "vllm"]
@@ -71,6 +74,7 @@ def test_vllm_exact_output_lengths(sweep):
     assert all(s["min_output_tokens"] == s["output_length"] for s in samples)
 
 
+@pytest.mark.engine
 def test_vllm_runtime_in_manifest(sweep):
     _, out, _ = sweep
     entry = json.loads((out / "manifest.json").read_text())["backends"][1]
@@ -86,6 +90,7 @@ def test_vllm_runtime_in_manifest(sweep):
 MODIFIED = "tiny-llama (modified: hidden 256, ffn 688)"
 
 
+@pytest.mark.engine
 def test_both_engines_built_the_overridden_architecture(sweep):
     _, out, _ = sweep
     manifest = json.loads((out / "manifest.json").read_text())
@@ -95,6 +100,7 @@ def test_both_engines_built_the_overridden_architecture(sweep):
     assert manifest["model"]["overrides"] == {"hidden_size": 256, "intermediate_size": 688}
 
 
+@pytest.mark.engine
 def test_rows_and_charts_name_the_modified_model(sweep, tmp_path):
     _, out, _ = sweep
     assert {r["model"] for r in rows(out / "results.csv")} == {MODIFIED}
@@ -120,6 +126,7 @@ def test_engine_args_duplicates_are_config_errors(tmp_path, override, message, c
     assert capsys.readouterr().err == f"error: {message}\n"
 
 
+@pytest.mark.engine
 def test_a_hung_worker_is_killed_after_the_point_timeout(tmp_path):
     yaml = tmp_path / "h.yaml"
     yaml.write_text(SWEEP.replace("  - {name: vllm, enforce_eager: true, kv_cache_memory_bytes: 268435456}\n", ""))
@@ -132,6 +139,7 @@ def test_a_hung_worker_is_killed_after_the_point_timeout(tmp_path):
     assert not processes_with(marker)
 
 
+@pytest.mark.engine
 def test_a_worker_stuck_loading_is_killed_after_the_load_timeout(tmp_path):
     yaml = tmp_path / "h.yaml"
     yaml.write_text(SWEEP.replace("  - {name: vllm, enforce_eager: true, kv_cache_memory_bytes: 268435456}\n", ""))

@@ -20,6 +20,8 @@ from harness.scenarios.arrivals import arrival_times
 from harness.scenarios.batch import BatchSpec
 from harness.scenarios.stream import StreamSpec
 
+pytestmark = pytest.mark.engine  # one vLLM engine, in process, for every test
+
 BUDGET = 8
 LENGTHS = (5, 17, 33, 64, 9, 24, 48, 12, 40, 20, 56, 28)
 POISSON = arrival_times("poisson", 20.0, len(LENGTHS), seed=0)

@@ -5,8 +5,9 @@ line naming the URL (harness/run/wait_notices.py, backends/openai_compat/backend
 import csv
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+import pytest
 
 from harness.run import wait_notices
 from harness.run.process_group import free_port
@@ -16,28 +17,30 @@ from tests.conftest import REPO
 CONNECT_TIMEOUT_S = 8
 
 
-def test_a_wait_is_said_once_it_lasts_then_every_few_seconds(tmp_path, monkeypatch):
-    monkeypatch.setattr(wait_notices, "NOTICE_AFTER_S", 0.2)
-    monkeypatch.setattr(wait_notices, "NOTICE_EVERY_S", 0.3)
+def test_a_wait_is_said_once_it_lasts_then_every_few_seconds(tmp_path):
     log = tmp_path / "worker.log"
     log.write_bytes(b"loading\nshards  10%\rshards  60%\r\n\n")
-    said = []
-    notices = WaitNotices("vllm", said.append, log)
+    said, now = [], [100.0]
+    notices = WaitNotices("vllm", said.append, log, clock=lambda: now[0])
     notices.tick()  # nothing begun: nothing said
     notices.begin("its engine to load")
+    now[0] += wait_notices.NOTICE_AFTER_S - 0.01
     notices.tick()
     assert said == []  # not yet NOTICE_AFTER_S
-    time.sleep(0.25)
+    now[0] += 0.02
     notices.tick()
     notices.tick()  # again at once: not yet NOTICE_EVERY_S later
-    assert said == ["vllm: waiting 0 s for its engine to load (its log: shards 60%)"]
-    time.sleep(0.35)
+    assert said == ["vllm: waiting 5 s for its engine to load (its log: shards 60%)"]
+    now[0] += wait_notices.NOTICE_EVERY_S - 0.01
     notices.tick()
-    assert len(said) == 2
+    assert len(said) == 1
+    now[0] += 0.02
+    notices.tick()
+    assert said[1].startswith("vllm: waiting 15 s for its engine to load")
     notices.end()
-    time.sleep(0.35)
+    now[0] += 3 * wait_notices.NOTICE_EVERY_S
     notices.tick()
-    assert len(said) == 2
+    assert len(said) == 2  # an ended wait says nothing more
 
 
 def test_last_log_line_of_a_missing_or_empty_log(tmp_path):
@@ -46,6 +49,7 @@ def test_last_log_line_of_a_missing_or_empty_log(tmp_path):
     assert last_log_line(tmp_path / "empty.log") == ""
 
 
+@pytest.mark.engine
 def test_a_server_that_is_not_up_is_waited_for_aloud_then_named(tmp_path):
     port = free_port()
     config = tmp_path / "down.yaml"

@@ -19,14 +19,17 @@ DETAIL_CHARS = 160
 
 
 class WaitNotices:
-    def __init__(self, label: str, say: Callable[[str], None], log_path: Optional[Path] = None):
-        self.label, self.say, self.log_path = label, say, log_path
+    """`clock`: seconds from any fixed origin (time.monotonic; a test hands in its own)."""
+
+    def __init__(self, label: str, say: Callable[[str], None], log_path: Optional[Path] = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.label, self.say, self.log_path, self.clock = label, say, log_path, clock
         self.what: Optional[str] = None
         self.since = self.next_at = 0.0
 
     def begin(self, what: str) -> None:
         """A wait for `what` starts now (it replaces any wait in progress)."""
-        now = time.monotonic()
+        now = self.clock()
         self.what, self.since, self.next_at = what, now, now + NOTICE_AFTER_S
 
     def end(self) -> None:
@@ -34,7 +37,7 @@ class WaitNotices:
 
     def tick(self) -> None:
         """Called while waiting: says so when it is time."""
-        now = time.monotonic()
+        now = self.clock()
         if self.what is None or now < self.next_at:
             return
         self.next_at = now + NOTICE_EVERY_S
