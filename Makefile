@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup test-fast test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup typecheck test-fast test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -58,11 +58,16 @@ demo-quantization: setup
 demo-multinode: setup
 	$(PY) benchmark.py yamls/cpu-multinode.yaml
 
-# The layers of docs/architecture.md first (import-linter, a few seconds), the docs site (mkdocs --strict), then the
-# suite.
-test: setup docs-build
+# The layers of docs/architecture.md first (import-linter, a few seconds), the docs site (mkdocs --strict), the types
+# (mypy, under a minute), then the suite.
+test: setup docs-build typecheck
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
+
+# mypy's default checks (not --strict) with check_untyped_defs, over the library, the engines, the workloads and the
+# app (pyproject.toml, [tool.mypy]); third-party packages without type information are taken as they are.
+typecheck: setup
+	$(PY) -m mypy harness backends workloads app
 
 # The tests that start no engine, server or sweep process (under 2 minutes here): the loop while you change code.
 # Every test that starts one is marked `engine` (tests/conftest.py refuses the process to an unmarked test).

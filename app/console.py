@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, Mapping, Optional, SupportsFloat
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -15,7 +15,7 @@ from harness.model.hardware import Machine
 from harness.model.memory import GiB
 from harness.model.spec import ModelSpec
 from harness.plan.capacity import Capacity
-from harness.plan.points import EntryPlan
+from harness.plan.entry import EntryPlan
 
 # Logs and CI capture stdout: give them wide lines instead of rich's 80-column fallback.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
@@ -23,10 +23,13 @@ console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 140)
 
 
-def _num(value, fmt: str = ".1f") -> str:
-    if value in (None, ""):
-        return "-"
-    return format(float(value), fmt)
+def _float(cell: object) -> float:
+    assert isinstance(cell, (str, SupportsFloat)), cell  # a number; its text in a row read back from results.csv
+    return float(cell)
+
+
+def _num(value: object, fmt: str = ".1f") -> str:
+    return "-" if value in (None, "") else format(_float(value), fmt)
 
 
 def print_plan(plans: List[EntryPlan]) -> None:
@@ -143,13 +146,12 @@ def _load(batch_size, request_rate, max_concurrency) -> str:
     return load + (f" cap {max_concurrency}" if max_concurrency not in (None, "") else "")
 
 
-def ci_text(row: Dict[str, object]) -> str:
+def ci_text(row: Mapping[str, object]) -> str:
     """The mean latency's 95% interval as ± a share of it (`1.2%`), `*` where num_batches: auto did not converge."""
     low, high, mean = (row.get(k) for k in ("latency_ms_ci95_low", "latency_ms_ci95_high", "latency_ms_mean"))
     if low in (None, "") or not mean:
         return "-"
-    text = f"{(float(high) - float(low)) / 2 / float(mean):.1%}"
-    return text + ("*" if row.get("converged") == "false" else "")
+    return f"{(_float(high) - _float(low)) / 2 / _float(mean):.1%}" + ("*" if row.get("converged") == "false" else "")
 
 
 def _failed(row: Dict[str, object]) -> str:
@@ -171,13 +173,12 @@ def point_line(row: Dict[str, object]) -> str:
         return (f"{head} ok  ttft p50 {_num(row['ttft_ms_p50'])} / p99 {_num(row['ttft_ms_p99'])} ms  "
                 f"tpot p50 {_num(row.get('tpot_ms_p50'), '.2f')} ms  e2e p99 {_num(row['e2e_ms_p99'])} ms  "
                 f"{_num(row['achieved_request_rate'], '.2f')} req/s  goodput {_num(row['goodput'], '.2f')} req/s "
-                f"(SLO met by {_num(float(row['slo_attainment']) * 100, '.0f')}%)" + _failed(row))
+                f"(SLO met by {_num(_float(row['slo_attainment']) * 100, '.0f')}%)" + _failed(row))
     line = (f"{head} ok  latency {_num(row['latency_ms_mean'])} ms ±{ci_text(row)} ({row['num_batches']} batches)  "
             f"ttft {_num(row['ttft_ms_mean'])} ms  "
             f"tpot {_num(row.get('tpot_ms_mean'), '.2f')} ms  {_num(row['throughput_tokens_per_s'])} tok/s")
     if row.get("spec_method"):
-        line += (f"  acceptance {_num(row['acceptance_rate'], '.2f')}  speed-up {_num(row['speedup_vs_baseline'], '.2f')}"
-                 "x")
+        line += f"  acceptance {_num(row['acceptance_rate'], '.2f')}  speed-up {_num(row['speedup_vs_baseline'], '.2f')}x"
     return line
 
 

@@ -106,6 +106,8 @@ def write_pages(docs: Path = DOCS) -> None:
 
 def _help(parser: argparse.ArgumentParser) -> str:
     kind = parser.formatter_class
+    # Every parser here formats with one of argparse's classes, which take a width (its stubs promise only `prog`).
+    assert isinstance(kind, type) and issubclass(kind, argparse.HelpFormatter)
     parser.formatter_class = lambda prog: kind(prog, width=HELP_WIDTH)
     try:
         return parser.format_help()

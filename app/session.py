@@ -9,7 +9,7 @@ import dataclasses
 import re
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 from app.console import (
     SweepProgress,
@@ -34,7 +34,7 @@ from harness.measure.writers import ResultsDir, read_rows
 from harness.model.hardware import entry_peaks
 from harness.model.roofline import Shape
 from harness.model.spec import ModelSpec, architecture
-from harness.plan.points import EntryPlan
+from harness.plan.entry import EntryPlan
 from harness.run.cluster import NodeControl
 from harness.run.launcher import WorkerRun
 from harness.run.runner import EntryRunner, RunEvents
@@ -51,24 +51,33 @@ RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches",
                "stream.slo", "stream.trace", "stream.trace_format", "stream.time_scale", "stream.window")
 
 
-class SweepObserver:
-    """Hooks a launcher adds to a sweep (a platform run prints rows into its log); the core knows no platform."""
+class SweepObserver(Protocol):
+    """Hooks a launcher adds to a sweep (a platform run prints rows into its log); the core knows no platform, so an
+    observer of the library's (harness/measure/logmarkers.py) has them without naming this class. Each does nothing
+    here (`return None`, not abstract): `Unobserved` inherits them."""
 
     def started(self, out: ResultsDir) -> None:
         """The results folder exists and holds the manifest."""
+        return None
 
     def point_written(self) -> None:
         """A point's rows were appended to the CSVs."""
+        return None
 
     def finished(self) -> None:
         """The sweep ended: every file is complete."""
+        return None
+
+
+class Unobserved(SweepObserver):
+    """A sweep no launcher watches."""
 
 
 @dataclasses.dataclass
 class SweepOptions:
     argv: List[str]
     plots: bool = True
-    observer: SweepObserver = dataclasses.field(default_factory=SweepObserver)
+    observer: SweepObserver = dataclasses.field(default_factory=Unobserved)
     control: Optional[NodeControl] = None  # node 0's rendezvous, where an entry spans several nodes (closed at the end)
 
 
@@ -89,7 +98,7 @@ def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:
                         "--output-dir")
 
 
-def _lookup(config: dict, dotted: str):
+def _lookup(config: object, dotted: str):
     for part in dotted.split("."):
         config = config.get(part) if isinstance(config, dict) else None
     return config

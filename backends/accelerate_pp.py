@@ -13,7 +13,7 @@ through `from_pretrained(device_map=...)` with the same map.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
 from backends import hf_quantization
 from backends.base import Placement, resolve_device
@@ -22,6 +22,9 @@ from harness.errors import UserError
 from harness.fields import opt, size_bytes
 from harness.model import weights
 from harness.model.hardware import cuda_device_count
+
+if TYPE_CHECKING:  # imported where used: planning reads this module without torch
+    import torch
 
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 HOST_KEYS = ("cpu", "disk")
@@ -70,7 +73,7 @@ def _device_key(device) -> Device:
     return int(device) if isinstance(device, str) and device.isdigit() else device
 
 
-class AccelerateBackend(HFBackend):
+class AccelerateBackend(HFBackend[AccelerateOptions]):
     Options = AccelerateOptions
     engine_modules = ("torch", "transformers", "accelerate")
     harness_random_weights = True
@@ -151,7 +154,7 @@ def _max_memory(options: AccelerateOptions, placement: Placement) -> Optional[Di
 
     budget = {_device_key(device): size for device, size in (options.max_memory or {}).items()}
     if placement.device == "cpu":  # GPU entries of a GPU-sized YAML mean nothing here
-        host = {device: size for device, size in budget.items() if device in HOST_KEYS}
+        host: Dict[Device, Any] = {device: size for device, size in budget.items() if device in HOST_KEYS}
         return host or {"cpu": get_max_memory()["cpu"]}
     if budget:
         return budget
@@ -180,7 +183,7 @@ def split_into_blocks(model, device_map: Dict[str, Device]) -> Dict[str, Device]
 
 def materialize_by_map(model, device_map: Dict[str, Device], init_range: float) -> None:
     """Each mapped module straight onto its device; disk-mapped ones on the host, which dispatch then offloads."""
-    done: Dict[int, object] = {}  # shared, so tied weights stay tied across calls
+    done: Dict[int, Tuple[torch.nn.Parameter, torch.nn.Parameter]] = {}  # shared: tied weights stay tied across calls
     for name, device in device_map.items():
         target = "cpu" if device in HOST_KEYS else f"cuda:{device}" if isinstance(device, int) else device
         weights.materialize(model.get_submodule(name), target, prefix=name, init_range=init_range, done=done)
@@ -215,11 +218,16 @@ def _device_of(name: str, device_map: Dict[str, Device]) -> Device:
     return device_map[max(owners, key=len)]
 
 
-def _sync_devices(device_map: Dict[str, Device]):
+def _sync_devices(device_map: Dict[str, Device]) -> Callable[[], None]:
     """Synchronize every GPU of the map before a stamp: the last token comes from the last one."""
     import torch
 
     gpus = sorted({d for d in device_map.values() if isinstance(d, int)})
     if not gpus:
         return lambda: None
-    return lambda: [torch.cuda.synchronize(gpu) for gpu in gpus]
+
+    def sync() -> None:
+        for gpu in gpus:
+            torch.cuda.synchronize(gpu)
+
+    return sync

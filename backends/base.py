@@ -1,18 +1,19 @@
-"""The one interface every engine implements, and the options every backend entry shares."""
+"""The one interface every engine implements. The options every backend entry shares (`BackendOptions`) and where an
+entry runs (`Placement`) are the library's types, named here for every engine (harness/config/engine.py,
+harness/plan/engine.py)."""
 
 from __future__ import annotations
 
 import importlib.util
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import ClassVar, Dict, Optional, Sequence, Tuple
+from typing import ClassVar, Dict, Generic, Optional, Sequence, Tuple, TypeVar
 
-from harness.config.speculative import SpeculativeConfig
-from harness.fields import opt
+from harness.config.engine import BackendOptions
 from harness.measure.peak_memory import PeakMemory
 from harness.model.hardware import cuda_device_count
 from harness.model.memory import MemoryEstimate, estimate_point
 from harness.model.spec import ModelSpec
+from harness.plan.engine import Placement
 from harness.plan.points import SweepPoint, SweepShape
 from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe
 from harness.scenarios.stream import StreamSpec, StreamTiming
@@ -20,6 +21,11 @@ from harness.scenarios.stream import StreamSpec, StreamTiming
 DEVICES = ("auto", "cpu", "cuda")
 NODES_HELP = ("Machines the entry runs across (up to cluster.nodes), its ranks split evenly over them: one torchrun "
               "agent per node, joined by one c10d rendezvous (docs/measurement.md, \"More than one node\").")
+
+
+# The entry's options as the engine reads them: each engine names its own `Options` class here
+# (`class VLLMBackend(Backend[VLLMOptions])`), so `self.options` and its classmethods' `options` carry its keys.
+OptionsT = TypeVar("OptionsT", bound=BackendOptions)
 
 
 def resolve_device(device: str) -> str:
@@ -30,32 +36,6 @@ def resolve_device(device: str) -> str:
     return "cuda" if cuda_device_count() else "cpu"
 
 
-@dataclass
-class BackendOptions:
-    """Keys every backend entry accepts; each backend subclasses this with its own typed options."""
-
-    name: str = opt("", help="Backend to run: a name in backends/registry.py (`--schema backends` lists each "
-                    "one's keys).")
-    label: Optional[str] = opt(None, help="Name of this entry in results (default: name); unique within a sweep.")
-    speculative: Optional[SpeculativeConfig] = opt(
-        None, help="Speculative decoding settings (method, num_speculative_tokens, ...), compared with the same "
-        "engine's entry without them; a list of settings (null: none) makes one entry each (docs/measurement.md)."
-    )
-    quantization: str = opt("none", help="Weights as this entry loads them (none | int8 | int4 | fp8): set from "
-                            "model.quantization, one entry per value.")
-
-    @property
-    def entry_label(self) -> str:
-        return self.label or self.name
-
-    def validate(self, key: str) -> None:
-        """Value checks beyond types; raise UserError naming `key`.<field>. Must not load anything."""
-
-    def validate_workload(self, key: str, workload) -> None:
-        """Checks against the sweep's workload options (workloads/: `prompts`, and a prompt file's `template`);
-        raise UserError naming `key`.<field>. Must not load anything."""
-
-
 def installed(module: str) -> bool:
     """Whether `module` can be imported here, found without importing it (vllm takes seconds to import)."""
     try:
@@ -64,31 +44,7 @@ def installed(module: str) -> bool:
         return False
 
 
-@dataclass(frozen=True)
-class Placement:
-    """Where an entry runs, resolved from its options without loading anything."""
-
-    device: str  # "cpu" or "cuda"
-    num_devices: int = 1  # on every node together
-    tp_size: int = 1
-    ranks: int = 0  # processes a distributed engine runs as (torchrun); 0: one per tensor-parallel shard
-    nodes: int = 1  # machines the devices are spread over, evenly
-    pp_size: int = 1
-
-    @property
-    def num_ranks(self) -> int:
-        return self.ranks or self.tp_size
-
-    @property
-    def ranks_per_node(self) -> int:
-        return self.num_ranks // self.nodes
-
-    @property
-    def devices_per_node(self) -> int:
-        return self.num_devices // self.nodes
-
-
-class Backend(ABC):
+class Backend(ABC, Generic[OptionsT]):
     """One engine behind `load` / `run` (or `serve`) / `close`.
 
     The harness calls `load()` once per backend entry, then `run()` for every warm-up and
@@ -117,8 +73,8 @@ class Backend(ABC):
     # say so hold identical weights and their greedy tokens can be compared.
     harness_random_weights: ClassVar[bool] = False
 
-    def __init__(self, options: BackendOptions, model: ModelSpec, shape: SweepShape):
-        self.options = options
+    def __init__(self, options: OptionsT, model: ModelSpec, shape: SweepShape):
+        self.options: OptionsT = options
         self.model = model
         self.shape = shape
         self.placement = self.resolve_placement(options)
@@ -126,22 +82,22 @@ class Backend(ABC):
 
     @classmethod
     @abstractmethod
-    def resolve_placement(cls, options: BackendOptions) -> Placement:
+    def resolve_placement(cls, options: OptionsT) -> Placement:
         """Device kind and counts for these options on this machine ("auto" resolved)."""
 
     @classmethod
-    def launch_env(cls, options: BackendOptions, placement: Placement) -> Dict[str, str]:
+    def launch_env(cls, options: OptionsT, placement: Placement) -> Dict[str, str]:
         """Environment the worker (every rank) must start with, e.g. engine thread binding."""
         return {}
 
     @classmethod
-    def estimate_memory(cls, options: BackendOptions, model: ModelSpec, batch_size: int, input_length: int,
+    def estimate_memory(cls, options: OptionsT, model: ModelSpec, batch_size: int, input_length: int,
                         output_length: int) -> MemoryEstimate:
         """Bytes the point needs across the entry's devices; engines with their own allocator override this."""
         return estimate_point(model, batch_size, input_length, output_length)
 
     @classmethod
-    def unsupported(cls, options: BackendOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
+    def unsupported(cls, options: OptionsT, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
         """Why these options cannot run `scenario` (of `model`, where given) at all (the entry's points are then
         skipped), or None."""
         missing = cls.not_installed()
@@ -165,17 +121,17 @@ class Backend(ABC):
         return None if absent is None else f"{absent} is not installed"
 
     @classmethod
-    def point_unsupported(cls, options: BackendOptions, point: SweepPoint) -> Optional[str]:
+    def point_unsupported(cls, options: OptionsT, point: SweepPoint) -> Optional[str]:
         """Why these options cannot run this one point (it is then skipped), or None."""
         return None
 
     @classmethod
-    def destination(cls, options: BackendOptions) -> Optional[str]:
+    def destination(cls, options: OptionsT) -> Optional[str]:
         """Where the entry's requests go, when that is not this process (a server's URL): said by --dry-run."""
         return None
 
     @classmethod
-    def stream_batch_limit(cls, options: BackendOptions) -> Optional[int]:
+    def stream_batch_limit(cls, options: OptionsT) -> Optional[int]:
         """The most requests the engine runs at once in a stream, where the options fix it (memory estimates)."""
         return None
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple
 
 from backends.base import NODES_HELP, Placement, resolve_device
 from backends.deepspeed_ranks import (
@@ -25,7 +25,7 @@ from backends.deepspeed_ranks import (
     shm_allreduce_active,
     unlink_shm_allreduce_buffer,
 )
-from backends.hf import GenerateOptions, HFBackend, device_sync
+from backends.hf import GenerateOptions, GenerateOptionsT, HFBackend, device_sync
 from harness.config.cluster import check_entry_nodes
 from harness.config.sections import DTYPES
 from harness.errors import UserError
@@ -35,6 +35,10 @@ from harness.model import weights
 from harness.model.hardware import cuda_device_count, usable_cpus
 from harness.model.memory import MemoryEstimate, estimate_point
 from harness.model.spec import ModelSpec
+from harness.plan.points import SweepShape
+
+if TYPE_CHECKING:  # imported where used: planning reads this module without torch
+    import torch
 
 # A CPU "device" is a core; two ranks is the smallest real tensor-parallel run (and all a 2-core box holds).
 CPU_DEFAULT_RANKS = 2
@@ -76,28 +80,32 @@ class DeepSpeedOptions(GenerateOptions):
                 raise UserError(f"{key}.init_inference.{arg}: duplicates {key}.{OPTION_KEYS[arg]}; set it there")
 
 
-def entry_model(options: DeepSpeedOptions, model: ModelSpec) -> ModelSpec:
+class EntryDtype(Protocol):
+    """Options whose `dtype` overrides model.dtype: both DeepSpeed backends' (here and deepspeed_zero.py)."""
+
+    dtype: Optional[str]
+
+
+def entry_model(options: EntryDtype, model: ModelSpec) -> ModelSpec:
     """The model as this entry runs it: `dtype` overrides the sweep's."""
     return dataclasses.replace(model, dtype=options.dtype) if options.dtype else model
 
 
-class DeepSpeedEngine(HFBackend):
+class DeepSpeedEngine(HFBackend[GenerateOptionsT]):
     """What both DeepSpeed backends are (this one and backends/deepspeed_zero.py): ranks under torchrun, each
-    building the model from the harness's weights, timed through the HF model's `generate`, in the entry's dtype."""
+    building the model from the harness's weights, timed through the HF model's `generate`, in the entry's dtype
+    (`entry_model`, which each one's `__init__` hands on)."""
 
     engine_modules = ("torch", "transformers", "deepspeed")
     distributed = True
     harness_random_weights = True
 
-    def __init__(self, options, model: ModelSpec, shape):
-        super().__init__(options, entry_model(options, model), shape)
 
-
-class DeepSpeedBackend(DeepSpeedEngine):
+class DeepSpeedBackend(DeepSpeedEngine[DeepSpeedOptions]):
     Options = DeepSpeedOptions
 
-    def __init__(self, options: DeepSpeedOptions, model: ModelSpec, shape):
-        super().__init__(options, model, shape)
+    def __init__(self, options: DeepSpeedOptions, model: ModelSpec, shape: SweepShape):
+        super().__init__(options, entry_model(options, model), shape)
         if self.placement.device == "cuda":
             self.peak_memory = RankDevicePeak()
 
@@ -162,7 +170,7 @@ class DeepSpeedBackend(DeepSpeedEngine):
         # Past that collective every rank has mapped every other rank's buffer, so the names can go.
         unlink_shm_allreduce_buffer()
 
-    def _build_model(self) -> Tuple[object, bool]:
+    def _build_model(self) -> Tuple[torch.nn.Module, bool]:
         """The HF model to hand to DeepSpeed, and whether its random weights are still to be filled per shard."""
         from transformers import AutoModelForCausalLM
 
@@ -294,7 +302,7 @@ def _slice_of(module, key: str, param) -> Tuple[tuple, int, List[Tuple[int, int,
     return module._orig_weight_shape, 1, [(0, start, width)]
 
 
-def restore_buffers(module, buffers: Dict[str, object]) -> None:
+def restore_buffers(module, buffers: Dict[str, torch.Tensor]) -> None:
     """DeepSpeed allocates a meta model with `to_empty`, which also blanks real buffers (rotary inv_freq)."""
     for name, value in buffers.items():
         owner, _, key = name.rpartition(".")

@@ -29,7 +29,7 @@ from harness.model import weights
 from harness.model.hardware import available_bytes, planned_machine, usable_cpus
 from harness.model.memory import GiB, MemoryEstimate, estimate_point
 from harness.model.spec import ModelSpec
-from harness.plan.points import SweepPoint
+from harness.plan.points import SweepPoint, SweepShape
 from harness.scenarios.batch import BatchSpec, BatchTiming
 
 OFFLOADS = ("none", "cpu", "nvme")
@@ -88,11 +88,11 @@ def _check_nvme_path(path: Optional[str], key: str) -> None:
         raise UserError(f"{key}.nvme_path: {path!r} is not a writable folder")
 
 
-class ZeroBackend(DeepSpeedEngine):
+class ZeroBackend(DeepSpeedEngine[ZeroOptions]):
     Options = ZeroOptions
 
-    def __init__(self, options: ZeroOptions, model: ModelSpec, shape):
-        super().__init__(options, model, shape)
+    def __init__(self, options: ZeroOptions, model: ModelSpec, shape: SweepShape):
+        super().__init__(options, entry_model(options, model), shape)
         self.peak_memory = HostAndDevicePeak(self.placement.device)
 
     @classmethod

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, ClassVar, Dict, List, Optional, Tuple, TypeVar
 
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
 from backends.hf_assisted import AssistedGeneration
@@ -103,12 +103,17 @@ class HFOptions(GenerateOptions):
         return self.compile
 
 
-class HFBackend(Backend):
+# The entry's options: HFOptions for `hf`, their own for the engines built on it, which run batches only. HFOptions'
+# stream, cache and compile keys are read only where `hf` alone gets: `self: HFBackend[HFOptions]`, or an isinstance.
+GenerateOptionsT = TypeVar("GenerateOptionsT", bound=GenerateOptions)
+
+
+class HFBackend(Backend[GenerateOptionsT]):
     """`scenario: batch`: each batch is one `generate` (assisted generation with `speculative`). `scenario:
     stream`: see `serve`."""
 
-    Options = HFOptions
-    engine_modules = ("torch", "transformers")
+    Options: ClassVar[type] = HFOptions
+    engine_modules: ClassVar[Tuple[str, ...]] = ("torch", "transformers")
     harness_random_weights = True
     scenarios = ("batch", "stream")
     speculative_methods = ("ngram", "prompt_lookup", "draft")
@@ -123,12 +128,12 @@ class HFBackend(Backend):
                 setattr(cls, name, default)
 
     @classmethod
-    def unsupported(cls, options: HFOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
+    def unsupported(cls, options: GenerateOptionsT, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
         if scenario == "batch" and getattr(options, "batching", "static") == "continuous":
             return "batching: continuous runs request streams only (scenario: stream)"
         reason = (super().unsupported(options, scenario, model) or attention_unsupported(options, scenario, model)
                   or hf_quantization.unsupported(options.quantization, resolve_device(options.device),
-                                                 model and model.dtype))
+                                                 model.dtype if model is not None else None))
         spec = options.speculative
         if reason or spec is None:
             return reason
@@ -141,21 +146,21 @@ class HFBackend(Backend):
         return None
 
     @classmethod
-    def point_unsupported(cls, options: HFOptions, point: SweepPoint) -> Optional[str]:
+    def point_unsupported(cls, options: GenerateOptionsT, point: SweepPoint) -> Optional[str]:
         if options.speculative is not None and point.batch_size and point.batch_size > 1:
             return "transformers' assisted generation runs batch size 1 only"
         return None
 
     @classmethod
-    def stream_batch_limit(cls, options: HFOptions) -> Optional[int]:
-        return options.max_batch_size if "stream" in cls.scenarios else None
+    def stream_batch_limit(cls, options: GenerateOptionsT) -> Optional[int]:
+        return options.max_batch_size if "stream" in cls.scenarios and isinstance(options, HFOptions) else None
 
     @classmethod
-    def resolve_placement(cls, options: HFOptions) -> Placement:
+    def resolve_placement(cls, options: GenerateOptionsT) -> Placement:
         return Placement(device=resolve_device(options.device))
 
     @classmethod
-    def estimate_memory(cls, options: HFOptions, model: ModelSpec, batch_size: int, input_length: int,
+    def estimate_memory(cls, options: GenerateOptionsT, model: ModelSpec, batch_size: int, input_length: int,
                         output_length: int) -> MemoryEstimate:
         eager = options.attn_implementation == "eager"
         estimate = estimate_point(model, batch_size, input_length, output_length, eager_attention=eager)
@@ -196,8 +201,8 @@ class HFBackend(Backend):
         self.pad_id = pad if isinstance(pad, int) else self.eos_ids[0]
         self._configs: Dict[tuple, object] = {}
         self._sync = sync
-        self._continuous = None  # a ContinuousBatcher, once a stream asks for batching: continuous
-        self.assisted: Optional[AssistedGeneration] = None  # `load` builds it for an entry with `speculative`
+        self._continuous: Optional[ContinuousBatcher] = None  # once a stream asks for batching: continuous
+        self.assisted = None  # `load` builds it for an entry with `speculative`
 
     def run(self, batch: BatchSpec) -> BatchTiming:
         return self._generate(batch)[0]
@@ -244,22 +249,23 @@ class HFBackend(Backend):
         return torch.tensor(ids, dtype=torch.long, device=device), torch.tensor(mask, dtype=torch.long, device=device)
 
     def engine_stats(self) -> Dict[str, object]:
-        streaming = self.shape.scenario == "stream" and "stream" in self.scenarios
         # Neither batching reuses a prompt's KV cache: static batches prefill every prompt, and the continuous manager
-        # runs without block sharing (hf_continuous.py).
-        batching = dict(batching=self.options.batching, prefix_caching=False) if streaming else {}
+        # runs without block sharing (hf_continuous.py). Only `hf`'s own entries (HFOptions) run streams.
+        batching = (dict(batching=self.options.batching, prefix_caching=False)
+                    if self.shape.scenario == "stream" and isinstance(self.options, HFOptions) else {})
         return {"weight_bytes": hf_quantization.weight_bytes(self.net), **batching}
 
     def probe_logits(self, batch: BatchSpec) -> LogitsProbe:
         if self._continuous is not None:  # as in _generate: the manager may have switched the model's attention
             self._continuous.stop()
         head = probed(batch)
-        return hf_quantization.probe_logits(self.net, *self._inputs(head), head.input_tokens)
+        input_ids, attention_mask = self._inputs(head)
+        return hf_quantization.probe_logits(self.net, input_ids, attention_mask, head.input_tokens)
 
     def perplexity(self, token_ids, window: int) -> float:
         return hf_quantization.perplexity(self.net, token_ids, window, self.placement.device)
 
-    def runtime_info(self) -> dict:
+    def runtime_info(self: HFBackend[HFOptions]) -> dict:
         import torch
 
         info = {"device": self.placement.device, "torch_threads": torch.get_num_threads(),
@@ -288,7 +294,7 @@ class HFBackend(Backend):
         if self.placement.device == "cuda":
             torch.cuda.empty_cache()
 
-    def serve(self, stream: StreamSpec) -> StreamTiming:
+    def serve(self: HFBackend[HFOptions], stream: StreamSpec) -> StreamTiming:
         """A request stream, batched as `batching` says: `_serve_static`, or transformers' continuous-batching
         manager (backends/hf_continuous.py)."""
         if self.options.batching == "continuous":
@@ -299,7 +305,7 @@ class HFBackend(Backend):
             return self._continuous.serve(stream)
         return self._serve_static(stream)
 
-    def _serve_static(self, stream: StreamSpec) -> StreamTiming:
+    def _serve_static(self: HFBackend[HFOptions], stream: StreamSpec) -> StreamTiming:
         """Static batching around `generate` (harness/scenarios/static_batching.py); a batch's requests get its per-sequence
         step stamps."""
         return serve_static(stream, self._generate, self.options.max_batch_size, self.options.max_wait_ms / 1e3)

@@ -11,11 +11,14 @@ import asyncio
 import itertools
 import time
 from functools import partial
-from typing import Dict, List
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from harness.plan.points import SweepShape
-from harness.scenarios.batch import BatchSpec
+from harness.scenarios.batch import BatchSpec, Sampling
 from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
+
+if TYPE_CHECKING:  # imported where used: planning reads this module without transformers
+    from transformers.generation.continuous_batching import ContinuousBatchingManager
 
 # Tokens per KV-cache page of the continuous-batching manager (transformers' default).
 CB_PAGE_SIZE = 256
@@ -30,8 +33,8 @@ class ContinuousBatcher:
         self.net, self.max_batch_size, self.shape = net, max_batch_size, shape
         self.eos_ids, self.pad_id = eos_ids, pad_id
         self.spin_s = spin_s  # harness/scenarios/stream.py, client_spin_s
-        self._manager = None
-        self._manager_key = None
+        self._manager: Optional[ContinuousBatchingManager] = None
+        self._manager_key: Optional[Tuple[bool, Sampling]] = None  # the forcing and sampling it was started for
         self._loop = asyncio.new_event_loop()
         self._stream_ids = itertools.count()
 

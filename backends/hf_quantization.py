@@ -66,8 +66,10 @@ def quantize(net, method: str, device: str) -> str:
     groups = (128, 64, 32) if device == "cuda" else (32, 16, 8)
     used = []
     for group in groups:
+        # torch's stubs lack its sub-byte dtypes (torch.int1 to torch.int7), which it has at run time.
         config = (Int4WeightOnlyConfig(group_size=group, int4_packing_format="tile_packed_to_4d") if device == "cuda"
-                  else IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(group)))
+                  else IntxWeightOnlyConfig(weight_dtype=torch.int4,  # type: ignore[attr-defined]
+                                            granularity=PerGroup(group)))
         before = _linear_names(net)
         quantize_(net, config, filter_fn=lambda m, _, g=group: _plain_linear(m) and m.in_features % g == 0)
         if len(_linear_names(net)) < len(before):

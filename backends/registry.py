@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from harness.config.registry import Registry
+from harness.plan.engine import EngineClass
 
-BACKENDS = Registry("backend", {
+BACKENDS: Registry[EngineClass] = Registry("backend", {
     "hf": "backends.hf:HFBackend",
     "accelerate": "backends.accelerate_pp:AccelerateBackend",
     "deepspeed": "backends.deepspeed_tp:DeepSpeedBackend",

@@ -13,7 +13,8 @@ from harness.measure.sink import result_row
 from harness.measure.writers import ResultsDir, read_rows
 from harness.model.memory import MemoryEstimate
 from harness.model.spec import resolve_model
-from harness.plan.points import BatchSearchPlan, EntryPlan, PlannedPoint, SweepPoint
+from harness.plan.entry import EntryPlan
+from harness.plan.points import BatchSearchPlan, PlannedPoint, SweepPoint
 from harness.plan.sweep import plan_batch_search
 from harness.run.runner import EntryRunner, RunEvents
 from harness.scenarios.batch import BatchTiming

@@ -11,7 +11,8 @@ from harness.config.sweep import SweepConfig
 from harness.measure.records import RunContext, point_key
 from harness.model.memory import MemoryEstimate
 from harness.model.spec import resolve_model
-from harness.plan.points import EntryPlan, PlannedPoint, SweepPoint
+from harness.plan.entry import EntryPlan
+from harness.plan.points import PlannedPoint, SweepPoint
 from harness.run.runner import EntryRunner, RunEvents
 from harness.scenarios.batch import BatchTiming
 from workloads.random_ids import RandomOptions, RandomWorkload

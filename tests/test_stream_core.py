@@ -11,7 +11,7 @@ import pytest
 from app.console import print_summary
 from harness.measure.metrics import max_in_flight, request_figures, slo_met, summarize_stream
 from harness.measure.records import SLO
-from harness.run.runner import StreamFailed, judge_stream
+from harness.run.output_checks import StreamFailed, judge_stream
 from harness.scenarios.arrivals import arrival_times
 from harness.scenarios.batch import BatchSpec
 from harness.scenarios.stream import RequestTiming, StreamSpec, StreamTiming, Submitted, run_stream

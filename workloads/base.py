@@ -12,7 +12,7 @@ import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Optional, Tuple
+from typing import Any, ClassVar, Dict, Generic, List, Optional, Tuple, TypeVar
 
 import numpy as np
 
@@ -53,7 +53,11 @@ class WorkloadOptions:
         validate_prefix(self.prefix, config.scenario == "stream" and config.stream.arrival == "trace")
 
 
-class Workload(ABC):
+# A workload's own options, what its `build` is given: the registry reads the `workload` section into its `Options`.
+OptionsT = TypeVar("OptionsT", bound=WorkloadOptions)
+
+
+class Workload(ABC, Generic[OptionsT]):
     Options: ClassVar[type] = WorkloadOptions
 
     def __init__(self, options: WorkloadOptions, config: SweepConfig):
@@ -69,7 +73,7 @@ class Workload(ABC):
 
     @classmethod
     @abstractmethod
-    def build(cls, options: WorkloadOptions, config: SweepConfig, model: ModelSpec) -> "Workload":
+    def build(cls, options: OptionsT, config: SweepConfig, model: ModelSpec) -> "Workload":
         """Everything the batches need, prepared once (files read, prompts tokenized); UserError on bad input."""
 
     @property
@@ -122,10 +126,12 @@ class Workload(ABC):
     def check_fits(self, max_positions: int, label: str, output_lengths: List[int]) -> None:
         """Every traced request's prompt and answer, and the longest prompt with its prefix, must fit the model's
         positions (the source checked its own prompts when it was built); name the first that does not."""
-        for r in self.trace.requests if self.trace is not None else ():
-            if r.input_tokens + r.output_tokens > max_positions:
-                raise UserError(f"stream.trace: {self.trace.path}: line {r.line}: {r.input_tokens} + "
-                                f"{r.output_tokens} tokens exceeds {label}'s max_position_embeddings ({max_positions})")
+        if self.trace is not None:
+            for r in self.trace.requests:
+                if r.input_tokens + r.output_tokens > max_positions:
+                    raise UserError(f"stream.trace: {self.trace.path}: line {r.line}: {r.input_tokens} + "
+                                    f"{r.output_tokens} tokens exceeds {label}'s max_position_embeddings "
+                                    f"({max_positions})")
         prefix, output = self.prefix.prefix_tokens, max(output_lengths)
         if prefix and self.trace is None:
             longest = self.longest_input(SweepPoint(max(self.input_lengths()), output, 1, self.name))
@@ -167,8 +173,7 @@ class Workload(ABC):
     def batch(self, point: SweepPoint, phase: str, index: int) -> BatchSpec:
         prompts, max_tokens = self.prompts(point, phase, index)
         prompts = self.prefixed(prompts, first=index * len(prompts))
-        seeds = () if self.unseeded else batch_seeds(self.sampling_seed, point, phase, index)
-        return BatchSpec(prompts, max_tokens, self.forced, self.sampling, seeds)
+        return BatchSpec(prompts, max_tokens, self.forced, self.sampling, self._seeds(point, phase, index))
 
     def prefixed(self, prompts: List[List[int]], first: int = 0) -> List[List[int]]:
         """`prompts` with the shared prefixes in front: prompt j gets prefix (first + j) mod num_prefixes. The same
@@ -197,7 +202,9 @@ class Workload(ABC):
         prompts, max_tokens = self.stream_prompts(point, phase, count)
         requests = BatchSpec(self.prefixed(prompts), max_tokens, self.forced, self.sampling,
                              self.stream_seeds(point, phase, count), self.stream_messages(phase, count))
-        arrivals = arrival_times(stream.arrival, point.request_rate, count, stream.seed, phase)
+        rate = point.request_rate
+        assert rate is not None  # a rate search (`request_rates: auto`) runs each probe at a rate of its own
+        arrivals = arrival_times(stream.arrival, rate, count, stream.seed, phase)
         return StreamSpec(requests, arrivals, point.max_concurrency)
 
     @property
@@ -208,15 +215,21 @@ class Workload(ABC):
         return self.sampling.greedy or self.sampling_seed is None
 
     def stream_seeds(self, point: SweepPoint, phase: str, count: int) -> Tuple[int, ...]:
-        sized = dataclasses.replace(point, batch_size=count)
-        return () if self.unseeded else batch_seeds(self.sampling_seed, sized, phase, 0)
+        return self._seeds(dataclasses.replace(point, batch_size=count), phase, 0)
+
+    def _seeds(self, point: SweepPoint, phase: str, index: int) -> Tuple[int, ...]:
+        """One sampling seed per sequence of the batch, or none (see `unseeded`)."""
+        seed = None if self.unseeded else self.sampling_seed  # seeded: sampling.seed is set (see `unseeded`)
+        return () if seed is None else batch_seeds(seed, point, phase, index)
 
     def trace_stream(self, point: SweepPoint, phase: str, num_warmup: int) -> StreamSpec:
         """The trace's window at its (scaled) times, each request with its traced lengths; the warm-up stream is the
         window's first `num_warmup` requests. Prompts are cut from `filler`: per 512-token block where the trace
         gives hash_ids (equal ids, equal blocks: its shared prefixes), else per request; warm-up blocks differ from
         timed ones, so the warm-up leaves nothing in a cache for the timed requests to hit."""
-        chosen = self.trace.requests if phase == "timed" else self.trace.requests[:num_warmup]
+        trace = self.trace
+        assert trace is not None  # `stream` replays the trace of a workload that has one
+        chosen = trace.requests if phase == "timed" else trace.requests[:num_warmup]
         prompts = [self._traced_prompt(r, i, PHASES[phase]) for i, r in enumerate(chosen)]
         max_tokens = tuple(r.output_tokens for r in chosen)
         requests = BatchSpec(prompts, max_tokens, self.forced, self.sampling,
@@ -238,6 +251,8 @@ BLOCK_KEY, REQUEST_KEY = PREFIX_KEY + 1, PREFIX_KEY + 2
 
 def batch_seeds(seed: int, point: SweepPoint, phase: str, index: int) -> Tuple[int, ...]:
     """One sampling seed per sequence, from a stream independent of the prompt draws (its own spawn key)."""
+    # A batch's point has its size: a batch search's probes each their own (the runner's), a stream its count.
+    assert point.batch_size is not None
     entropy = [seed, point.batch_size, point.input_length, point.output_length, PHASES[phase], index]
     rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(1,)))
     return tuple(int(x) for x in rng.integers(0, 2**31 - 1, size=point.batch_size))

@@ -84,7 +84,9 @@ def conversation_stream(conversations, point: SweepPoint, stream: StreamConfig, 
     """The timed stream of `conversations` (the workload's prompts, each with `later_ids` and `later_texts`): their
     turns as consecutive requests, first turns at the stream's arrival times. `seeds_for(count)` gives the requests'
     sampling seeds."""
-    starts = arrival_times(stream.arrival, point.request_rate, len(conversations), stream.seed, "timed")
+    rate = point.request_rate
+    assert rate is not None  # a rate search (`request_rates: auto`) runs each probe at a rate of its own
+    starts = arrival_times(stream.arrival, rate, len(conversations), stream.seed, "timed")
     gaps = _gap_draws(options, stream.seed, sum(len(c.later_ids) for c in conversations))
     prompts: List[List[int]] = []
     budgets, messages, arrivals = [], [], []

@@ -75,7 +75,7 @@ class Prompt:
     later_texts: Tuple[str, ...] = ()
 
 
-class PromptsWorkload(Workload):
+class PromptsWorkload(Workload[PromptsOptions]):
     Options = PromptsOptions
 
     def __init__(self, options: PromptsOptions, config: SweepConfig, prompts: List[Prompt], facts: Dict[str, Any]):
@@ -106,8 +106,10 @@ class PromptsWorkload(Workload):
         return [self.mean_length]
 
     def prompts(self, point: SweepPoint, phase: str, index: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
+        size = point.batch_size
+        assert size is not None  # a batch search's probes have theirs (the runner's); a stream's: stream_prompts
         slot = index + (self.num_warmup_batches if phase == "timed" else 0)
-        chosen = [self.pool[(slot * point.batch_size + i) % len(self.pool)] for i in range(point.batch_size)]
+        chosen = [self.pool[(slot * size + i) % len(self.pool)] for i in range(size)]
         budgets = tuple(min(point.output_length, p.max_tokens or point.output_length) for p in chosen)
         return [list(p.token_ids) for p in chosen], budgets
 
@@ -206,8 +208,10 @@ def encode(record: PromptRecord, options: PromptsOptions, tokenizer) -> Tuple[st
 
 
 def check_fits(prompts: List[Prompt], options: PromptsOptions, config: SweepConfig, model: ModelSpec) -> None:
+    outputs = config.output_lengths
+    assert outputs is not None  # load_config requires output_lengths (or takes them from a trace)
     if options.multi_turn:
-        output = max(config.output_lengths)
+        output = max(outputs)
         longest = max(conversation_tokens(p.token_ids, p.later_ids, output) + output for p in prompts)
         if longest > model.max_positions:
             raise UserError(f"workload.max_turns: the longest conversation of {options.prompts} reaches {longest} "
@@ -215,10 +219,10 @@ def check_fits(prompts: List[Prompt], options: PromptsOptions, config: SweepConf
                             f"max_position_embeddings ({model.max_positions}); set max_turns")
         return
     longest = max(len(p.token_ids) for p in prompts)
-    total = longest + max(config.output_lengths)
+    total = longest + max(outputs)
     if total > model.max_positions:
         raise UserError(
             f"workload.max_prompt_tokens: the longest prompt of {options.prompts} has {longest} tokens; with output "
-            f"{max(config.output_lengths)} that is {total}, over {model.label}'s max_position_embeddings "
+            f"{max(outputs)} that is {total}, over {model.label}'s max_position_embeddings "
             f"({model.max_positions}); set max_prompt_tokens to drop longer prompts"
         )

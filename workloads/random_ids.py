@@ -27,7 +27,7 @@ class RandomOptions(WorkloadOptions):
             raise UserError("input_lengths: required with random prompts (workload.prompts: random)")
 
 
-class RandomWorkload(Workload):
+class RandomWorkload(Workload[RandomOptions]):
     Options = RandomOptions
 
     def __init__(self, options: RandomOptions, config: SweepConfig, allowed: np.ndarray):
@@ -48,9 +48,10 @@ class RandomWorkload(Workload):
         return self._input_lengths
 
     def prompts(self, point: SweepPoint, phase: str, index: int) -> Tuple[List[List[int]], Tuple[int, ...]]:
-        ids = make_prompts(self.allowed, self.seed, point.batch_size, point.input_length, point.output_length,
-                           phase, index)
-        return ids, (point.output_length,) * point.batch_size
+        size = point.batch_size
+        assert size is not None  # a batch search's probes have theirs (the runner's); a stream's: stream_prompts
+        ids = make_prompts(self.allowed, self.seed, size, point.input_length, point.output_length, phase, index)
+        return ids, (point.output_length,) * size
 
     def source_longest_input(self, point: SweepPoint) -> int:
         return point.input_length
@@ -62,10 +63,13 @@ class RandomWorkload(Workload):
 
 def check_lengths(config: SweepConfig, model: ModelSpec) -> None:
     """Every input + output must fit the model's positions; name the worst pair if not."""
-    longest = max(config.input_lengths) + max(config.output_lengths)
+    inputs, outputs = config.input_lengths, config.output_lengths
+    # `build` checks given input_lengths only; load_config requires output_lengths (or takes them from a trace)
+    assert inputs is not None and outputs is not None
+    longest = max(inputs) + max(outputs)
     if longest > model.max_positions:
         raise UserError(
-            f"input_lengths/output_lengths: {max(config.input_lengths)} + {max(config.output_lengths)} = {longest} "
+            f"input_lengths/output_lengths: {max(inputs)} + {max(outputs)} = {longest} "
             f"tokens exceeds {model.label}'s max_position_embeddings ({model.max_positions})"
         )
 

@@ -6,9 +6,12 @@ A registry like the backends': `workload.prompts: random` picks `random`, a file
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Type
 
 from harness.config.registry import Registry
+
+if TYPE_CHECKING:  # for the table's type only: a workload's module is imported when a sweep names it
+    from workloads.base import Workload
 
 
 def _pick(section: Any) -> str:
@@ -17,7 +20,7 @@ def _pick(section: Any) -> str:
     return "random" if prompts == "random" else "prompts"
 
 
-WORKLOADS = Registry("workload", {
+WORKLOADS: Registry[Type[Workload]] = Registry("workload", {
     "random": "workloads.random_ids:RandomWorkload",
     "prompts": "workloads.prompts:PromptsWorkload",
 }, pick=_pick)

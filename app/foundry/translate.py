@@ -97,7 +97,9 @@ def translate(raw: dict, source_name: str) -> Tuple[Dict[str, Any], List[str]]:
 def _resolved(raw: dict) -> dict:
     """The mapping with its OmegaConf `${...}` interpolations resolved, as llm-foundry's OmegaConf load does."""
     try:
-        return OmegaConf.to_container(OmegaConf.create(raw), resolve=True)
+        resolved = OmegaConf.to_container(OmegaConf.create(raw), resolve=True)
+        assert isinstance(resolved, dict)  # a mapping's container: OmegaConf.create made a DictConfig of it
+        return resolved
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", None) or "config"
         msg = (getattr(e, "msg", None) or str(e)).strip().splitlines()[0]

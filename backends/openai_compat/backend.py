@@ -62,7 +62,7 @@ def health_refusal(url: str, status: int) -> str:
     return f"{url} answered HTTP {status}, not 200: {fix}"
 
 
-class OpenAIBackend(Backend):
+class OpenAIBackend(Backend[OpenAIOptions]):
     """Sends each request of a stream to the server's `endpoint` when it is due; the server batches them its way."""
 
     Options = OpenAIOptions
@@ -110,15 +110,16 @@ class OpenAIBackend(Backend):
         self._values: Dict[str, str] = {}  # the command's placeholders, filled
         try:
             if o.command is not None:
-                self.base_url = self._start_server()
+                self.base_url = self._start_server(o.command)
             else:
+                assert o.base_url is not None  # validate(): exactly one of base_url and command
                 self.base_url = server_root(o.base_url)
                 self._wait_healthy()
             self.served_model = self._fill(o.model, self._values) if o.model else self._first_model()
             self.server_version = self._server_version()
             tokenizer = self._output_tokenizer()
             self.metrics_url = self.base_url + o.metrics_path if o.metrics_path else None
-            self.metrics_note = server_metrics.probe(self.metrics_url, self._auth_headers()) if o.metrics_path \
+            self.metrics_note = server_metrics.probe(self.metrics_url, self._auth_headers()) if self.metrics_url \
                 else "metrics_path: null, not scraped"
         except BaseException:
             self.close()
@@ -136,16 +137,16 @@ class OpenAIBackend(Backend):
         host = urllib.parse.urlsplit(self.base_url).hostname or ""
         return self.options.command is not None or host in ("localhost", "::1") or host.startswith("127.")
 
-    def _start_server(self) -> str:
+    def _start_server(self, command: str) -> str:
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-openai-")
         tmp = Path(self._tmp.name)
         self.port = free_port()
         self._values = {"{python}": sys.executable, "{port}": str(self.port)}
-        if "{model_dir}" in self.options.command:
+        if "{model_dir}" in command:
             self._values["{model_dir}"] = self._model_dir(tmp / "model", with_weights=False)
-        if "{checkpoint_dir}" in self.options.command:
+        if "{checkpoint_dir}" in command:
             self._values["{checkpoint_dir}"] = self._model_dir(tmp / "checkpoint", with_weights=True)
-        self.argv = [self._fill(word, self._values) for word in shlex.split(self.options.command)]
+        self.argv = [self._fill(word, self._values) for word in shlex.split(command)]
         self.log_path = tmp / "server.log"
         self._proc = start_server(self.argv, self.log_path)
         self.server_pid = self._proc.pid
@@ -175,7 +176,9 @@ class OpenAIBackend(Backend):
     def _output_tokenizer(self):
         """What counts the output of a server that sends no `usage`: the model's tokenizer, where it has one that
         loads here; else None, and such a server's chunks are counted (`output_tokens_source` says which)."""
-        if tokenizer_source(self.model.section) is None:
+        section = self.model.section
+        assert section is not None  # the sweep's model is a resolved section (resolve_model)
+        if tokenizer_source(section) is None:
             return None
         try:
             return load_tokenizer(self.model)
@@ -223,6 +226,7 @@ class OpenAIBackend(Backend):
         ended = self._ended()
         if ended:
             how, log = ended
+            assert self.argv is not None  # only a server _start_server started (from argv) can end
             raise RuntimeError(f"server {how} before answering {url} (command: {shlex.join(self.argv)}); {log}")
 
     def _never_healthy(self, url: str, timeout_s: float, last: str) -> str:
@@ -269,8 +273,10 @@ class OpenAIBackend(Backend):
         if ended:
             how, log = ended
             raise RuntimeError(f"the server {how} during the sweep; {log}")
+        assert self._loop is not None  # load() made it; only close() drops it
         scraper = None
         if self.metrics_note is None:
+            assert self.metrics_url is not None  # the note is None only once metrics_url answered the probe
             scraper = server_metrics.Scraper(self.metrics_url, self._auth_headers(), self.options.metrics_interval_s)
             scraper.start()
         try:

@@ -61,6 +61,7 @@ class ResponseReading:
         if usage.get("completion_tokens") is not None and (self.running_usage or not self.counted):
             # the server's running count; or a whole answer in one closing chunk (a one-token answer from vLLM), whose
             # only token may have empty text
+            assert self.usage_output_tokens is not None  # set from this chunk's completion_tokens above
             count = self.usage_output_tokens - self.counted
         elif ids:
             count = len(ids)

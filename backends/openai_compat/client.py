@@ -90,7 +90,8 @@ class CompletionsClient:
 
     def _extension_fields(self, batch: BatchSpec, max_tokens: int) -> Dict[str, Any]:
         """Exactly max_tokens tokens (EOS off) and top_k, in the server's own words: OpenAI's API has neither."""
-        s, fields = batch.sampling, {}
+        s = batch.sampling
+        fields: Dict[str, Any] = {}
         if self.extensions == "vllm":  # vLLM's and SGLang's extensions
             if s.top_k > 0:
                 fields["top_k"] = s.top_k

@@ -30,6 +30,8 @@ def _vllm_removed_models() -> Tuple[Dict[str, str], str]:
     installed or its files are not laid out as in 0.32 (the engine then says what it cannot run)."""
     try:
         spec = importlib.util.find_spec("vllm")  # locates the package without running it
+        if spec is None or spec.origin is None:  # not installed, or not from files
+            return {}, ""
         root = Path(spec.origin).parent
         source = (root / "model_executor" / "models" / "registry.py").read_text()
         start = source.index("\n_PREVIOUSLY_SUPPORTED_MODELS = {") + len("\n_PREVIOUSLY_SUPPORTED_MODELS = ")

@@ -45,7 +45,7 @@ def sampling_params(batch: BatchSpec, **extra: Any) -> List[Any]:
             for n, seed in zip(batch.max_tokens, seeds)]
 
 
-class VLLMBackend(Backend):
+class VLLMBackend(Backend[VLLMOptions]):
     """`scenario: batch` runs each batch through `vllm.LLM.generate`; `scenario: stream` builds vLLM's async
     engine (`AsyncLLM`, the one its OpenAI server uses) instead, on an event loop of its own
     (backends/vllm_engine/stream.py), and hands it each request as it arrives (`serve`)."""
@@ -67,9 +67,11 @@ class VLLMBackend(Backend):
             return reason
         if spec.method == "eagle" and model.weights == "random":
             return "an EAGLE head is trained for its target: method eagle needs model.weights: pretrained"
-        if spec.method == "draft" and spec.draft.layers_of_target is not None and model.weights == "pretrained":
-            return ("vLLM loads a draft from a checkpoint of its own: draft.layers_of_target runs with random weights "
-                    "only here (give draft.name_or_path)")
+        if spec.method == "draft" and model.weights == "pretrained":
+            assert spec.draft is not None  # method draft: SpeculativeConfig.validate requires the draft section
+            if spec.draft.layers_of_target is not None:
+                return ("vLLM loads a draft from a checkpoint of its own: draft.layers_of_target runs with random "
+                        "weights only here (give draft.name_or_path)")
         return None
 
     @classmethod
@@ -186,13 +188,12 @@ class VLLMBackend(Backend):
 
         prompts = [TokensPrompt(prompt_token_ids=list(p)) for p in batch.prompts]
         params = sampling_params(batch)
-        speculating = self.options.speculative is not None
-        before = spec_totals() if speculating else None
+        before = spec_totals() if self.options.speculative is not None else None
         start = time.perf_counter()
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         end = time.perf_counter()
         timing = self._timing(start, end, outputs)
-        return dataclasses.replace(timing, spec=spec_totals() - before) if speculating else timing
+        return dataclasses.replace(timing, spec=spec_totals() - before) if before is not None else timing
 
     @staticmethod
     def _timing(start: float, end: float, outputs) -> BatchTiming:
@@ -236,9 +237,9 @@ class VLLMBackend(Backend):
 
     def engine_stats(self) -> Dict[str, object]:
         bytes_per_token = kv_cache_bytes(self.model, batch_size=1, tokens=1)
-        stats = {"kv_cache_capacity_tokens": self._capacity_tokens(),
-                 "engine_kv_cache_bytes": self._capacity_tokens() * bytes_per_token,
-                 "prefix_caching": self.options.enable_prefix_caching}
+        stats: Dict[str, object] = {"kv_cache_capacity_tokens": self._capacity_tokens(),
+                                    "engine_kv_cache_bytes": self._capacity_tokens() * bytes_per_token,
+                                    "prefix_caching": self.options.enable_prefix_caching}
         if self.shape.scenario == "stream":  # its scheduler admits requests as slots free up
             stats["batching"] = "continuous"
         return stats
@@ -290,7 +291,8 @@ class VLLMBackend(Backend):
 
     def close(self) -> None:
         if getattr(self, "engine", None) is not None:
-            engine, self.engine = self.engine, None
+            engine = self.engine
+            del self.engine  # as `llm` below: a closed backend holds no engine, even where closing it fails
             engine.close()
         elif getattr(self, "llm", None) is not None:
             del self.llm

@@ -61,8 +61,9 @@ def engine_args(method: str, device: str, model: ModelSpec) -> Dict[str, Any]:
         config = Int8WeightOnlyConfig()
     elif device == "cuda":
         config = Int4WeightOnlyConfig(group_size=GPU_INT4_GROUP, int4_packing_format="tile_packed_to_4d")
-    else:
-        config = IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(cpu_int4_group(model)))
+    else:  # torch's stubs lack its sub-byte dtypes (torch.int1 to torch.int7), which it has at run time
+        config = IntxWeightOnlyConfig(weight_dtype=torch.int4,  # type: ignore[attr-defined]
+                                      granularity=PerGroup(cpu_int4_group(model)))
     return {"quantization": "torchao",
             "hf_overrides": {"quantization_config_dict_json": json.dumps(config_to_dict(config))}}
 

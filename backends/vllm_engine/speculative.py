@@ -27,20 +27,25 @@ def speculative_config(spec: SpeculativeConfig, target: ModelSpec, folder: Optio
     if spec.lookup:
         config.update(prompt_lookup_max=spec.prompt_lookup_max, prompt_lookup_min=spec.prompt_lookup_min)
     elif spec.method == "eagle":
+        assert spec.draft is not None  # method eagle: SpeculativeConfig.validate requires draft.name_or_path
         config["model"] = spec.draft.name_or_path
     else:
         draft = draft_model(spec, target)
-        random = draft.weights == "random"
-        config["model"] = str(draft.write_config_folder(folder / "draft")) if random else draft.source
+        if draft.weights == "random":
+            assert folder is not None  # a random draft's target is random too (draft_model), and its folder given
+            config["model"] = str(draft.write_config_folder(folder / "draft"))
+        else:
+            config["model"] = draft.source
     return config
 
 
 def spec_totals() -> SpecCounts:
     """vLLM's spec-decode counters so far (the frontend's Prometheus registry, summed over engines)."""
-    from vllm.v1.metrics.reader import get_metrics_snapshot
+    from vllm.v1.metrics.reader import Counter, get_metrics_snapshot
 
     totals = dict.fromkeys(SPEC_COUNTERS.values(), 0)
     for metric in get_metrics_snapshot():
         if metric.name in SPEC_COUNTERS:
+            assert isinstance(metric, Counter)  # vLLM counts them as Prometheus counters (v1/spec_decode/metrics.py)
             totals[SPEC_COUNTERS[metric.name]] += int(metric.value)
     return SpecCounts(**totals)

@@ -82,6 +82,7 @@ class AsyncEngine:
                 final = out
             if not ids:
                 raise RuntimeError("vLLM returned no tokens")
+            assert final is not None  # the outputs that carried those tokens
             m = final.metrics
             if m is None or not m.first_token_ts or not m.last_token_ts:
                 raise RuntimeError("vLLM returned no per-request timestamps (RequestOutput.metrics is empty)")

@@ -73,8 +73,10 @@ def apply_override(raw: dict, item: str) -> None:
         OmegaConf.update(conf, key, value, merge=False)
     except OmegaConfBaseException as e:
         raise UserError(f"override {key}: {_first_line(e)}") from None
+    container = OmegaConf.to_container(conf)
+    assert isinstance(container, dict)  # conf was created from the dict `raw`, so it converts back to one
     raw.clear()
-    raw.update(OmegaConf.to_container(conf))
+    raw.update(container)
 
 
 def _translate(e: OmegaConfBaseException, schema: type, prefix: str) -> UserError:

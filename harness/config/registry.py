@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Generic, List, Optional, Protocol, TypeVar
 
 from harness.errors import UserError, known_names
 
 
+class Registered(Protocol):
+    """What every registered class has: its typed options (`Options`, a dataclass the config is parsed into)."""
+
+    Options: type
+
+
+R = TypeVar("R", bound=Registered)
+
+
 @dataclass(frozen=True)
-class Registry:
+class Registry(Generic[R]):
+    """`R`: what the registered classes are, as their users see them (harness/plan/engine.py: EngineClass for the
+    backends). Classes are imported by name at run time, so that is their contract, held by each class's tests."""
+
     kind: str  # "backend", "workload": what an unknown-name error calls it
     table: Dict[str, str]
     # Which name a section picks when it has no `name` key (the workload section is picked by its `prompts`).
@@ -24,7 +36,7 @@ class Registry:
     def names(self) -> List[str]:
         return sorted(self.table)
 
-    def get(self, name: str, key: str) -> type:
+    def get(self, name: str, key: str) -> R:
         """The class registered as `name`; an unknown name is a UserError at `key`, with a "did you mean"."""
         if name not in self.table:
             raise UserError(f"{key}: unknown {self.kind} {name!r}{known_names(name, self.names())}")
@@ -37,7 +49,7 @@ class Registry:
 
         return to_dataclass(self.class_of(raw, key).Options, raw, key)
 
-    def class_of(self, section: Any, key: str) -> type:
+    def class_of(self, section: Any, key: str) -> R:
         """The class a raw section or its resolved options names."""
         if self.pick is not None:
             return self.get(self.pick(section), key)

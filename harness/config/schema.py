@@ -104,7 +104,7 @@ def _dataclass_in(t: Any) -> Optional[type]:
     """The config section a field holds: its type, or the X of Optional[X], when that is a dataclass."""
     candidates = [a for a in typing.get_args(t) if a is not type(None)] if typing.get_origin(t) is typing.Union \
         else [t]
-    return next((c for c in candidates if dataclasses.is_dataclass(c)), None)
+    return next((c for c in candidates if isinstance(c, type) and dataclasses.is_dataclass(c)), None)
 
 
 def _type_name(t: Any) -> str:

@@ -63,7 +63,7 @@ class SpeculativeConfig:
         draft = self.draft
         given = [] if draft is None else [f for f in ("preset", "name_or_path", "layers_of_target")
                                           if getattr(draft, f) is not None]
-        if len(given) != 1:
+        if draft is None or len(given) != 1:  # no draft: none given
             raise UserError(f"{key}.draft: method {self.method} needs exactly one of draft.preset, draft.name_or_path, "
                             f"draft.layers_of_target, got {', '.join(given) or 'none'}")
         if self.method == "eagle" and given != ["name_or_path"]:

@@ -162,6 +162,8 @@ def _validate_trace(stream: StreamConfig) -> None:
 
 def replay_trace(stream: StreamConfig) -> Trace:
     """The requests `stream` replays: its trace's window, time-scaled (the file is read once per process)."""
+    # Only a stream with arrival: trace is replayed, and validate_stream requires its trace.
+    assert stream.trace is not None, "stream.trace: required with stream.arrival: trace"
     w = stream.window
     return windowed(read_trace(Path(stream.trace), stream.trace_format), w.start_s, w.duration_s, w.max_requests,
                     stream.time_scale)

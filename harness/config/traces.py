@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from harness.errors import UserError
 from harness.fields import is_int
@@ -30,6 +30,8 @@ FORMATS = ("azure", "mooncake", "burstgpt")
 MOONCAKE_BLOCK_TOKENS = 512
 _CSV_COLUMNS = {"azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
                 "burstgpt": ("Timestamp", "Request tokens", "Response tokens")}
+# A request as read from the file, before `_checked`: its line, time in s, lengths as given, and hash ids.
+_Row = Tuple[int, float, object, object, Tuple[int, ...]]
 
 
 @dataclass(frozen=True)
@@ -94,12 +96,10 @@ def read_trace(path: Path, trace_format: str = "auto") -> Trace:
         raise UserError(f"{where}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{where}: cannot read it ({e})") from None
-    fmt = trace_format
-    if fmt == "auto":
-        fmt = detect_format(Path(path), text.split("\n", 1)[0])
-        if fmt is None:
-            raise UserError(f"{where}: cannot tell its format from its suffix and header; set stream.trace_format "
-                            f"({', '.join(FORMATS)})")
+    fmt = detect_format(Path(path), text.split("\n", 1)[0]) if trace_format == "auto" else trace_format
+    if fmt is None:  # auto, and neither suffix nor header tells
+        raise UserError(f"{where}: cannot tell its format from its suffix and header; set stream.trace_format "
+                        f"({', '.join(FORMATS)})")
     rows = (_mooncake_rows if fmt == "mooncake" else _csv_rows)(text, fmt, where)
     if not rows:
         raise UserError(f"{where}: no requests in the file")
@@ -107,8 +107,8 @@ def read_trace(path: Path, trace_format: str = "auto") -> Trace:
     return Trace(Path(path), fmt, requests, len(requests))
 
 
-def _mooncake_rows(text: str, fmt: str, where: str) -> List[Tuple[int, float, object, object, Tuple[int, ...]]]:
-    rows = []
+def _mooncake_rows(text: str, fmt: str, where: str) -> List[_Row]:
+    rows: List[_Row] = []
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -130,7 +130,7 @@ def _mooncake_rows(text: str, fmt: str, where: str) -> List[Tuple[int, float, ob
     return rows
 
 
-def _csv_rows(text: str, fmt: str, where: str) -> List[Tuple[int, float, object, object, Tuple[int, ...]]]:
+def _csv_rows(text: str, fmt: str, where: str) -> List[_Row]:
     reader = csv.DictReader(io.StringIO(text))
     time_col, in_col, out_col = _CSV_COLUMNS[fmt]
     missing = [c for c in _CSV_COLUMNS[fmt] if c not in (reader.fieldnames or ())]
@@ -138,14 +138,14 @@ def _csv_rows(text: str, fmt: str, where: str) -> List[Tuple[int, float, object,
         raise UserError(f"{where}: line 1: missing column {', '.join(missing)} ({fmt} format: "
                         f"{', '.join(_CSV_COLUMNS[fmt])})")
     parse_time = _date_s if fmt == "azure" else _number
-    rows = []
+    rows: List[_Row] = []
     for row in reader:
         line = reader.line_num
         rows.append((line, parse_time(row[time_col], time_col, where, line), row[in_col], row[out_col], ()))
     return rows
 
 
-def _checked(rows, where: str) -> Tuple[TraceRequest, ...]:
+def _checked(rows: Sequence[_Row], where: str) -> Tuple[TraceRequest, ...]:
     first = rows[0][1]
     out, last = [], -math.inf
     for line, time_s, inputs, outputs, hash_ids in rows:

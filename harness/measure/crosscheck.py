@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import AbstractSet, Dict, Optional, Sequence, Tuple
 
 from harness.measure.records import PointResult, point_key
-from harness.plan.points import EntryPlan
+from harness.plan.entry import EntryPlan
 
 Tokens = Sequence[Sequence[int]]
 
@@ -67,8 +67,9 @@ class TokenCrossCheck:
         self.references: Dict[str, str] = {}
         for p in plans if greedy else ():
             if p.options.speculative is not None:
-                if baselines.get(p.label):
-                    self.references[p.label] = baselines[p.label]
+                baseline = baselines.get(p.label)
+                if baseline:
+                    self.references[p.label] = baseline
             elif p.label != self.reference and {p.label, self.reference} <= same_weights:
                 self.references[p.label] = self.reference
         self.path, self.eos_ids = path, eos_ids

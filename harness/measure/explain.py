@@ -17,6 +17,13 @@ class RooflineFigures:
     values: Mapping[str, Optional[float]] = field(default_factory=dict)
 
 
+def _known(figures: Dict[str, Optional[float]], name: str) -> float:
+    """A figure every point with timed batches has (metrics.summarize)."""
+    value = figures.get(name)
+    assert value is not None, f"{name} of a point with timed batches"
+    return float(value)
+
+
 class PointExplainer:
     """Per entry label: `shapes` the model as the entry loads it (quantized or not), `peaks` (None: unknown, the
     roofline figures stay empty), `devices` the multiplier of those peaks (a GPU entry's device count; 1 for a CPU,
@@ -33,12 +40,14 @@ class PointExplainer:
         measured = None
         # Speculation emits several tokens per step: decode bytes per token would not be per step (empty).
         if result.samples and not result.spec_method:
-            samples = result.samples
+            samples, batch_size = result.samples, result.point.batch_size
+            assert batch_size is not None  # timed batches are a batch point's, each of its size
             measured = Measured(
-                batch_size=result.point.batch_size, prompt_lengths=[s.input_tokens for s in samples],
-                output_tokens_mean=float(figures["output_tokens_mean"]),
-                output_tokens_max=max(max(s.output_tokens) for s in samples), latency_ms=float(figures["latency_ms_mean"]),
-                ttft_ms=float(figures["ttft_ms_mean"]), tpot_ms=figures.get("tpot_ms_mean"))
+                batch_size=batch_size, prompt_lengths=[s.input_tokens for s in samples],
+                output_tokens_mean=_known(figures, "output_tokens_mean"),
+                output_tokens_max=max(max(s.output_tokens) for s in samples),
+                latency_ms=_known(figures, "latency_ms_mean"), ttft_ms=_known(figures, "ttft_ms_mean"),
+                tpot_ms=figures.get("tpot_ms_mean"))
         explained = explain(self.shapes[label], measured, self.peaks.get(label), self.devices.get(label, 1),
                             figures.get("throughput_tokens_per_s"), self.cost_per_hour)
         return RooflineFigures({k: v for k, v in explained.items() if k in ROOFLINE_COLUMNS})

@@ -34,7 +34,7 @@ def describe(values: Sequence[float], name: str, stats: Sequence[str] = STATS) -
     return {f"{name}_{s}": every[s] for s in stats}
 
 
-def summarize(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
+def summarize(samples: Sequence[BatchSample]) -> Dict[str, Optional[float]]:
     """Every metric column of one point; TPOT columns are empty when no sequence got past its first token."""
     latencies = [s.latency_ms for s in samples]
     ttfts = [s.ttft_ms for s in samples]
@@ -46,9 +46,10 @@ def summarize(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
     out.update(request_metrics(samples))
     out.update(spec_figures([s.spec for s in samples if s.spec is not None]))
     out.update(energy_figures(samples))
-    if samples and all(s.cached_tokens is not None for s in samples):  # docs/measurement.md, "Shared prefixes"
+    cached = [s.cached_tokens for s in samples if s.cached_tokens is not None]
+    if samples and len(cached) == len(samples):  # every batch says: docs/measurement.md, "Shared prefixes"
         prompt = sum(sum(s.input_tokens) for s in samples)
-        out["prefix_cache_hit_rate"] = sum(sum(s.cached_tokens) for s in samples) / prompt if prompt else None
+        out["prefix_cache_hit_rate"] = sum(sum(c) for c in cached) / prompt if prompt else None
     return out
 
 
@@ -56,7 +57,7 @@ CI_METRICS = ("latency_ms", "ttft_ms", "tpot_ms", "throughput_tokens_per_s")
 CI_COLUMNS = [f"{m}_ci95_{end}" for m in CI_METRICS for end in ("low", "high")] + ["latency_ms_cv"]
 
 
-def uncertainty(samples: List[BatchSample], latencies: List[float], ttfts: List[float],
+def uncertainty(samples: Sequence[BatchSample], latencies: List[float], ttfts: List[float],
                 tpots: List[float]) -> Dict[str, Optional[float]]:
     """95% intervals over the timed batches (harness/measure/stats.py): Student's t for the mean latency, TTFT and TPOT;
     the ratio estimator's for throughput, a ratio of totals. Empty below two batches."""
@@ -71,11 +72,12 @@ def uncertainty(samples: List[BatchSample], latencies: List[float], ttfts: List[
     return out
 
 
-def energy_figures(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
+def energy_figures(samples: Sequence[BatchSample]) -> Dict[str, Optional[float]]:
     """Joules per output token and mean power over the timed batches, where every batch's energy was read."""
-    if not samples or any(s.energy_j is None for s in samples):
+    energies = [s.energy_j for s in samples if s.energy_j is not None]
+    if not samples or len(energies) < len(samples):
         return {"energy_j_per_output_token": None, "avg_power_w": None}
-    joules = sum(s.energy_j for s in samples)
+    joules = sum(energies)
     return {"energy_j_per_output_token": joules / sum(sum(s.output_tokens) for s in samples),
             "avg_power_w": joules / (sum(s.latency_ms for s in samples) / 1e3)}
 
@@ -99,7 +101,7 @@ def spec_figures(counts: Sequence[SpecCounts]) -> Dict[str, Optional[float]]:
     }
 
 
-def token_counts(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
+def token_counts(samples: Sequence[BatchSample]) -> Dict[str, Optional[float]]:
     return token_counts_of([n for s in samples for n in s.input_tokens], [n for s in samples for n in s.output_tokens])
 
 
@@ -108,7 +110,7 @@ def token_counts_of(inputs: Sequence[int], outputs: Sequence[int]) -> Dict[str, 
             "output_tokens_mean": float(np.mean(outputs))}
 
 
-def rates(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
+def rates(samples: Sequence[BatchSample]) -> Dict[str, Optional[float]]:
     """Real tokens (never padding) per second of the timed batches."""
     def per_s(tokens: int, ms: float) -> Optional[float]:
         return tokens / ms * 1e3 if ms > 0 else None
@@ -122,7 +124,7 @@ def rates(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
     }
 
 
-def request_metrics(samples: List[BatchSample]) -> Dict[str, Optional[float]]:
+def request_metrics(samples: Sequence[BatchSample]) -> Dict[str, Optional[float]]:
     """Per-request figures as vLLM's serving benchmark defines them, pooled over every timed batch's requests."""
     ttfts = [t for s in samples for t in (s.request_ttfts_ms or ())]
     tpots = [t for s in samples for t in s.request_tpots_ms()]
@@ -156,6 +158,8 @@ class RequestFigures:
 
 
 def request_figures(r: RequestTiming) -> RequestFigures:
+    """A completed request's figures (`r.ok`: both token stamps are there)."""
+    assert r.first_token_s is not None and r.last_token_s is not None, "figures of a request that did not complete"
     n = r.output_tokens
     tpot = (r.last_token_s - r.first_token_s) * 1e3 / (n - 1) if n > 1 else None
     return RequestFigures(
@@ -174,6 +178,7 @@ def point_figures(result: PointResult) -> Dict[str, Optional[float]]:
     if result.samples:
         figures.update(summarize(result.samples))
     if result.stream is not None and result.status == "ok":
+        assert result.slo is not None  # the runner gives every stream point its SLO
         figures.update(summarize_stream(result.stream, result.slo))
     elif result.stream is not None:  # too many requests failed: what failed is known, latencies are not reported
         failed = sum(not r.ok for r in result.stream.requests)
@@ -191,7 +196,8 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     """
     requests = [r for r in timing.requests if r.ok]
     figures = [request_figures(r) for r in requests]
-    duration_s = max(r.last_token_s for r in requests) - timing.start_s
+    ends = [r.last_token_s for r in requests if r.last_token_s is not None]  # every completed request's
+    duration_s = max(ends) - timing.start_s
     met = sum(f.meets(slo) for f in figures)
     out: Dict[str, Optional[float]] = {
         "num_requests": len(timing.requests),
@@ -230,9 +236,10 @@ def prefix_cache_hit_rate(requests: Sequence[RequestTiming], server_rate: Option
     """Share of the prompt tokens served from the prefix cache: from the engine's per-request counts where every
     request has one (vLLM in process; a server's usage.prompt_tokens_details), else the server's own counters over
     the stream, else None (docs/measurement.md, "Shared prefixes")."""
-    if requests and all(r.cached_tokens is not None for r in requests):
+    cached = [r.cached_tokens for r in requests if r.cached_tokens is not None]
+    if requests and len(cached) == len(requests):
         prompt = sum(r.input_tokens for r in requests)
-        return sum(r.cached_tokens for r in requests) / prompt if prompt else None
+        return sum(cached) / prompt if prompt else None
     return server_rate
 
 

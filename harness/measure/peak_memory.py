@@ -34,7 +34,7 @@ class PeakMemory:
         except OSError:
             pass
 
-    def read(self) -> int:
+    def read(self) -> Optional[int]:
         if self.device == "cuda":
             import torch
 

@@ -20,7 +20,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from harness.measure.records import PointResult, point_key
-from harness.plan.points import EntryPlan
+from harness.plan.entry import EntryPlan
 from harness.scenarios.batch import LogitsProbe
 
 
@@ -104,6 +104,7 @@ class QualityCheck:
             return LogitsProbe(saved["last_logits"], top1)
 
     def _file(self, key: Tuple) -> Path:
+        assert self.folder is not None  # only a check that keeps its probes on disk names their files
         return self.folder / (hashlib.sha1(repr(key).encode()).hexdigest()[:16] + ".npz")
 
     def _perplexity_delta(self, result: PointResult, label: str, reference: Optional[str]) -> Optional[float]:

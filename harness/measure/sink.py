@@ -48,6 +48,7 @@ def result_row(result: PointResult, figures: Optional[Figures] = None,
                    converged=None if result.converged is None else str(result.converged).lower())
     else:
         slo = result.slo
+        assert slo is not None  # the runner gives every stream point its SLO
         row.update(num_warmup_requests=result.num_warmup_batches, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms,
                    slo_percentile=slo.percentile, max_rate_within_slo=result.max_rate_within_slo)
         if result.stream is not None:

@@ -42,5 +42,6 @@ class BaselineComparison:
         if baseline is None:
             return SpeedUp()
         base_ms = self.tpot_ms.get(point_key(result.context.model, baseline, result.point))
-        ran = result.status == "ok" and tpot_ms and base_ms
-        return SpeedUp(baseline, base_ms / tpot_ms if ran else None)
+        if result.status != "ok" or not tpot_ms or not base_ms:
+            return SpeedUp(baseline)
+        return SpeedUp(baseline, base_ms / tpot_ms)

@@ -12,7 +12,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Set
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from harness.errors import UserError
 from harness.measure.columns.results import RESULTS
@@ -52,7 +52,8 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
             row.update(ttft_ms=f.ttft_ms, tpot_ms=f.tpot_ms, e2e_ms=f.e2e_ms,
                        itl_ms_mean=sum(f.itl_ms) / len(f.itl_ms) if f.itl_ms else None,
                        itl_ms_max=max(f.itl_ms) if f.itl_ms else None, send_slip_ms=f.send_slip_ms,
-                       client_wait_ms=f.client_wait_ms, queue_ms=f.queue_ms, met_slo=int(f.meets(result.slo)))
+                       client_wait_ms=f.client_wait_ms, queue_ms=f.queue_ms,
+                       met_slo=int(result.slo is not None and f.meets(result.slo)))
         else:
             row.update(send_slip_ms=(r.dispatched_s - r.scheduled_s) * 1e3,
                        client_wait_ms=(r.sent_s - r.dispatched_s) * 1e3)
@@ -132,10 +133,11 @@ class ResultsDir:
         requests = request_rows(result)
         if requests:  # a sweep without streams has no requests.csv
             _append(self.requests_csv, REQUEST_COLUMNS, requests)
+        server = result.stream.server if result.stream is not None else None
         series_file = server_series_file(result)
-        if series_file:  # rewritten whole: a resumed sweep's point is new
+        if server is not None and series_file:  # rewritten whole: a resumed sweep's point is new
             (self.path / SERVER_METRICS_DIR).mkdir(exist_ok=True)
-            _rewrite(self.path / series_file, SERVER_SERIES_COLUMNS, server_series_rows(result.stream.server))
+            _rewrite(self.path / series_file, SERVER_SERIES_COLUMNS, server_series_rows(server))
         if result.max_batch_size_found is None:
             _append(self.results_csv, RESULT_COLUMNS, [row])
             return
@@ -145,7 +147,7 @@ class ResultsDir:
         for probe in rows:
             if probe.get("search") == "probe" and probe["status"] == "ok" and row_key(probe) == winner:
                 probe["max_batch"] = "true"
-        _rewrite(self.results_csv, RESULT_COLUMNS, rows + [row])
+        _rewrite(self.results_csv, RESULT_COLUMNS, [*rows, row])
 
     def _files(self):
         return ((self.results_csv, RESULT_COLUMNS), (self.samples_csv, SAMPLE_COLUMNS),
@@ -186,7 +188,7 @@ class ResultsDir:
                 _rewrite(path, columns, kept)
 
 
-def row_key(row: Dict[str, str]) -> PointKey:
+def row_key(row: Mapping[str, Any]) -> PointKey:
     """The point key of a results.csv row (`PointResult.key`), read back or about to be written."""
     def number(value, kind):
         return None if value in ("", None) else kind(value)
@@ -198,7 +200,7 @@ def row_key(row: Dict[str, str]) -> PointKey:
     return point_key(row["model"], row["backend"], point)
 
 
-def _search_key(probe_row: Dict[str, str]) -> PointKey:
+def _search_key(probe_row: Mapping[str, Any]) -> PointKey:
     """The key of the search a probe row belongs to: its point without the batch size or rate it tried."""
     return row_key({**probe_row, "batch_size" if probe_row["scenario"] == "batch" else "request_rate": ""})
 
@@ -217,7 +219,7 @@ def read_rows(path: Path) -> List[Dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _append(path: Path, columns: List[str], rows: Iterable[Dict[str, object]]) -> None:
+def _append(path: Path, columns: List[str], rows: Iterable[Mapping[str, object]]) -> None:
     new = not path.exists() or path.stat().st_size == 0
     with open(path, "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="raise")
@@ -228,7 +230,7 @@ def _append(path: Path, columns: List[str], rows: Iterable[Dict[str, object]]) -
         os.fsync(f.fileno())
 
 
-def _rewrite(path: Path, columns: List[str], rows: List[Dict[str, str]]) -> None:
+def _rewrite(path: Path, columns: List[str], rows: Sequence[Mapping[str, object]]) -> None:
     tmp = path.with_suffix(".csv.tmp")
     tmp.unlink(missing_ok=True)
     _append(tmp, columns, rows)

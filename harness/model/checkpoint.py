@@ -23,6 +23,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json",
 def copy_tokenizer_files(model: ModelSpec, folder: Path) -> None:
     """The tokenizer files of the model's tokenizer folder (model.tokenizer, its name_or_path or its preset's), if
     it is a local folder; a hub id is left to the server."""
+    assert model.section is not None  # resolve_model records the section of every model an engine serves
     source = tokenizer_source(model.section)
     if source is None or not Path(source).expanduser().is_dir():
         return

@@ -85,7 +85,7 @@ def standard_fields(fields: Mapping[str, Any], mapped: Optional[Mapping[str, Any
     (hidden / heads), num_key_value_heads (the query heads: plain MHA), an MPT's MLP width (expansion_ratio x
     d_model), a MoE's expert width and MoE layer count. `mapped`: values transformers' config class resolves
     through its attribute_map (slow path). A field the config itself sets (not null) always wins."""
-    family = FAMILIES.get(fields.get("model_type"), Family())
+    family = FAMILIES.get(fields.get("model_type", ""), Family())  # "": no model_type, no family
     given = {k: v for k, v in fields.items() if v is not None}
     out: Dict[str, Any] = {}
     for name, own in family.aliases.items():
@@ -122,7 +122,7 @@ class ConfigView:
 
     def __getattr__(self, name: str) -> Any:
         fields, standard = self.__dict__.get("_fields"), self.__dict__.get("_standard")
-        if fields is None:  # copy/pickle probing a bare instance
+        if fields is None or standard is None:  # copy/pickle probing a bare instance (both are set together)
             raise AttributeError(name)
         value = fields.get(name)
         if value is None and name in standard:
@@ -156,7 +156,7 @@ def read_local(source: str) -> Optional[ConfigView]:
         fields = json.loads(path.read_text())
     except (OSError, ValueError):
         return None  # transformers says what is wrong with it
-    family = FAMILIES.get(fields.get("model_type")) if isinstance(fields, dict) else None
+    family = FAMILIES.get(fields.get("model_type", "")) if isinstance(fields, dict) else None
     if family is None:
         return None
     own = {k: v for k, v in fields.items() if v is not None or k not in family.defaults}  # null: the default
@@ -171,7 +171,7 @@ def read_local(source: str) -> Optional[ConfigView]:
 def not_built(fields: Mapping[str, Any]) -> Optional[Tuple[str, Any, Any, str]]:
     """(field path, value, what transformers builds, why) for the first field of `fields` its family's
     transformers model does not build as stated (NOT_BUILT); None when it builds every field as stated."""
-    for path, (built, why) in NOT_BUILT.get(fields.get("model_type"), {}).items():
+    for path, (built, why) in NOT_BUILT.get(fields.get("model_type", ""), {}).items():
         value: Any = fields
         for key in path.split("."):
             value = value.get(key) if isinstance(value, Mapping) else None
@@ -189,12 +189,12 @@ def missing_planned(c: ConfigView) -> Optional[str]:
 
 def eager_attention_only(c: ConfigView) -> Optional[str]:
     """The transformers class of a model that runs eager attention only, or None."""
-    return EAGER_ATTENTION_ONLY.get(getattr(c, "model_type", None))
+    return EAGER_ATTENTION_ONLY.get(getattr(c, "model_type", ""))
 
 
 def eager_score_copies(c: ConfigView) -> int:
     """How many fp32-sized score matrices an eager-attention prefill holds at once (Family.eager_score_copies)."""
-    return FAMILIES.get(getattr(c, "model_type", None), Family()).eager_score_copies
+    return FAMILIES.get(getattr(c, "model_type", ""), Family()).eager_score_copies
 
 
 def count_parameters(c: ConfigView) -> int:

@@ -22,6 +22,7 @@ def draft_model(spec: SpeculativeConfig, target, key: str = "speculative"):
     from harness.model.spec import ModelSpec, count_parameters, resolve_model, view_of, with_fewer_layers
 
     draft = spec.draft
+    assert draft is not None  # method draft: SpeculativeConfig.validate requires the draft section
     if draft.layers_of_target is not None:
         layers = target.config.num_hidden_layers
         if draft.layers_of_target >= layers:

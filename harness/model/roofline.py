@@ -155,16 +155,16 @@ def explain(s: Shape, m: Optional[Measured], peaks: Optional[Peaks], num_devices
         moved = decode_bytes_per_step(s, m.batch_size, context)
         out["decode_bytes_per_step"] = moved
         out["decode_flops_per_step"] = decode_flops_per_step(s, m.batch_size, context)
-        out["decode_bandwidth_gbps"] = moved / (m.tpot_ms / 1e3) / 1e9
-        out["mbu"] = out["decode_bandwidth_gbps"] * 1e9 / bandwidth_bps
+        out["decode_bandwidth_gbps"] = decode_gbps = moved / (m.tpot_ms / 1e3) / 1e9
+        out["mbu"] = decode_gbps * 1e9 / bandwidth_bps
     batches = len(m.prompt_lengths)
     computed = sum(prefill_flops(s, lengths) for lengths in m.prompt_lengths) / batches
     out["prefill_bytes"] = sum(prefill_bytes(s, lengths) for lengths in m.prompt_lengths) / batches
     out["prefill_flops"] = computed
-    out["prefill_tflops"] = computed / (m.ttft_ms / 1e3) / 1e12
-    out["mfu"] = out["prefill_tflops"] * 1e12 / flops
+    out["prefill_tflops"] = prefill_tflops = computed / (m.ttft_ms / 1e3) / 1e12
+    out["mfu"] = prefill_tflops * 1e12 / flops
     bound_s = sum(roofline_latency_s(s, lengths, m.output_tokens_max, bandwidth_bps, flops)
                   for lengths in m.prompt_lengths) / len(m.prompt_lengths)
-    out["roofline_latency_ms"] = bound_s * 1e3
-    out["roofline_ratio"] = m.latency_ms / out["roofline_latency_ms"]
+    out["roofline_latency_ms"] = bound_ms = bound_s * 1e3
+    out["roofline_ratio"] = m.latency_ms / bound_ms
     return out

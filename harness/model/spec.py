@@ -130,7 +130,8 @@ class ModelSpec:
 def resolve_models(sections: List[Tuple[str, ModelConfig]]) -> List[ModelSpec]:
     """Every model section of the sweep (`config.model_sections`), each under a label of its own: the label is
     what tells their rows apart (the `model` column, resume)."""
-    models, seen = [], {}
+    models: List[ModelSpec] = []
+    seen: Dict[str, str] = {}  # label -> the key of the section that has it
     for key, section in sections:
         model = resolve_model(section, key)
         if model.label in seen:
@@ -155,6 +156,8 @@ def _resolve(config: ModelConfig, key: str) -> ModelSpec:
             raise UserError(f"{key}.preset: unknown preset {config.preset!r}{known_names(config.preset, known)}")
         source, name = str(PRESETS_DIR / config.preset), config.preset
     else:
+        # validate_model (a draft's: SpeculativeConfig.validate) requires a preset or a name_or_path
+        assert config.name_or_path is not None
         source = name = config.name_or_path
     view = None if config.overrides else config_view.read_local(source)
     if view is not None:

@@ -20,6 +20,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 def tokenizer_source(config: ModelConfig) -> Optional[str]:
     if config.tokenizer or config.name_or_path:
         return config.tokenizer or config.name_or_path
+    assert config.preset is not None  # validate_model: a section without name_or_path names a preset
     preset = PRESETS_DIR / config.preset
     return str(preset) if any((preset / name).is_file() for name in TOKENIZER_FILES) else None
 
@@ -27,6 +28,7 @@ def tokenizer_source(config: ModelConfig) -> Optional[str]:
 def load_tokenizer(model: ModelSpec):
     """The tokenizer of the model's section, checked to emit only ids the model has an embedding row for."""
     config, key = model.section, model.key
+    assert config is not None  # resolve_model records the section of every model a sweep tokenizes for
     source = tokenizer_source(config)
     if source is None:
         raise UserError(f"{key}.tokenizer: required with a prompt file; preset {config.preset} ships no tokenizer "

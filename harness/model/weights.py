@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:  # imported where used: planning reads this module without torch
+    import torch
 
 WEIGHTS_SEED = 0  # fixed: timings do not depend on weight values; cross-checks need the same ones everywhere
 TILE_ROWS, TILE_COLS = 256, 512  # a TP shard edge falls on a multiple of 128/512 in real models: little waste
@@ -137,7 +140,7 @@ def build_empty(hf_config, dtype, **kwargs):
 
 
 def materialize(module, device, *, prefix: str = "", seed: int = WEIGHTS_SEED, init_range: float = DEFAULT_INIT_RANGE,
-                done: Optional[Dict[int, object]] = None) -> None:
+                done: Optional[Dict[int, Tuple[torch.nn.Parameter, torch.nn.Parameter]]] = None) -> None:
     """Give every meta parameter under `module` its deterministic values on `device`; move its buffers there.
 
     `prefix` is the module's name in the whole model (parameter names seed the values). `done`

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from harness.config.registry import Registry
+from harness.plan.engine import EngineClass, Placement, PointWorkload
 from harness.config.sweep import SweepConfig, entry_key
 from harness.model.memory import MemoryEstimate, kv_cache_bytes
 from harness.model.spec import ModelSpec
@@ -21,7 +22,7 @@ from harness.scenarios.batch_search import largest_fitting
 @dataclass(frozen=True)
 class Capacity:
     label: str
-    placement: object
+    placement: Placement
     input_length: int
     output_length: int
     budget_bytes: int
@@ -41,9 +42,10 @@ def _largest(cls, options, model: ModelSpec, input_length: int, output_length: i
     return best, estimate(max(best, 1))
 
 
-def plan_capacity(config: SweepConfig, model: ModelSpec, backends: Registry, workload) -> List[Capacity]:
+def plan_capacity(config: SweepConfig, model: ModelSpec, backends: Registry[EngineClass], workload: PointWorkload) -> List[Capacity]:
     out = []
     kv_per_token = kv_cache_bytes(model, 1, 1)
+    assert config.output_lengths is not None  # validate() fills them in (a trace's own) or refuses the config
     pairs = list(itertools.product(workload.input_lengths(), config.output_lengths))
     for i, options in enumerate(config.backends):
         cls = backends.get(options.name, f"{entry_key(options, i)}.name")

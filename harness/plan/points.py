@@ -6,13 +6,11 @@ is harness/plan/sweep.py's.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, Optional, Protocol
 
 from harness.model.memory import MemoryEstimate
-from harness.model.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -58,7 +56,7 @@ class SweepPoint:
         """`bs=8 in=128 out=64`, or `rate=4/s in=128 out=64` (`cap=8` when capped), for console lines."""
         if self.scenario == "batch":
             load = "bs=auto" if self.batch_search else f"bs={self.batch_size}"
-        elif self.rate_search:
+        elif self.request_rate is None:  # rate_search
             load = "rate=auto"
         else:
             load = "burst" if math.isinf(self.request_rate) else f"rate={self.request_rate:g}/s"
@@ -81,12 +79,16 @@ class SweepShape:
         return self.max_input_length + self.max_output_length
 
 
-def sweep_shape(points: List["PlannedPoint"], workload) -> SweepShape:
+def sweep_shape(points: List["PlannedPoint"], workload: "HasLongestInput") -> SweepShape:
     """For a stream, the batch an engine may be handed at once is bounded by the cap, if any (else 0: the
     engine's own limit)."""
     return SweepShape(max(pp.max_batch for pp in points),
                       max(workload.longest_input(pp.point) for pp in points),
                       max(pp.point.output_length for pp in points), points[0].point.scenario)
+
+
+class HasLongestInput(Protocol):
+    def longest_input(self, point: SweepPoint) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -113,35 +115,6 @@ class BatchSearchPlan:
     start: int
     limit: int
     limit_reason: str  # for the search's row when it stops there
-
-
-@dataclass
-class EntryPlan:
-    """One backend entry of the sweep, for one model: its options, where it runs, its points in run order, and the
-    workload (workloads/) every entry of that model shares, which makes each point's batches."""
-
-    options: object
-    backend_cls: type
-    placement: object
-    budget_bytes: int
-    points: List[PlannedPoint]
-    workload: object
-    model: ModelSpec
-    unavailable: Optional[str] = None  # what this machine lacks to run the entry at all
-    # A sweep that quantizes holds each quantized entry against the unquantized one (harness/measure/quality.py): then
-    # every entry probes its model on each point's first inputs, untimed.
-    probe_logits: bool = False
-    # quality.text's token ids: the entry scores its model's perplexity on them once, after loading (None: not asked).
-    perplexity_ids: Optional[Tuple[int, ...]] = None
-    perplexity_window: int = 0
-
-    @property
-    def shape(self) -> SweepShape:
-        return dataclasses.replace(sweep_shape(self.points, self.workload), probe_logits=self.probe_logits)
-
-    @property
-    def label(self) -> str:
-        return self.options.entry_label
 
 
 def concurrency(point: SweepPoint) -> int:

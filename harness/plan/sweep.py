@@ -10,16 +10,19 @@ import math
 from typing import List, Optional
 
 from harness.config.registry import Registry
+from harness.plan.engine import EngineClass, PointWorkload
 from harness.config.sweep import SweepConfig, entry_key
 from harness.model.hardware import available_bytes, cuda_device_count, planned_machine, usable_cpus
 from harness.model.memory import GiB, MemoryEstimate
 from harness.model.spec import ModelSpec
 from harness.model.tokenizer import text_token_ids
-from harness.plan.points import BatchSearchPlan, EntryPlan, PlannedPoint, SweepPoint
+from harness.plan.entry import EntryPlan
+from harness.plan.points import BatchSearchPlan, PlannedPoint, SweepPoint
 from harness.scenarios.batch_search import DEFAULT_MAX_BATCH_SIZE
 
 
-def sweep_points(config: SweepConfig, workload) -> List[SweepPoint]:
+def sweep_points(config: SweepConfig, workload: PointWorkload) -> List[SweepPoint]:
+    assert config.output_lengths is not None  # validate() fills them in (a trace's own) or refuses the config
     lengths = list(itertools.product(workload.input_lengths(), config.output_lengths))
     if config.batch_sizes == "auto":
         points = [SweepPoint(i, o, None, workload.name, batch_search=True) for i, o in lengths]
@@ -33,7 +36,7 @@ def sweep_points(config: SweepConfig, workload) -> List[SweepPoint]:
     return sorted(points, key=lambda p: p.sort_key)
 
 
-def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry, workload) -> List[EntryPlan]:
+def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry[EngineClass], workload: PointWorkload) -> List[EntryPlan]:
     """`backends` is backends/registry.py's BACKENDS and `workload` the sweep's built workload, handed down by the CLI."""
     plans = []
     for i, options in enumerate(config.backends):

@@ -85,7 +85,8 @@ class NodeControl:
         if missing:
             self.store.set(f"cmd/{entry}", json.dumps({"kind": "skip"}))
             return missing
-        self.store.set(f"job/{entry}", job)
+        # torch.distributed.Store.set takes bytes as well as str; its stub says str only.
+        self.store.set(f"job/{entry}", job)  # type: ignore[arg-type]
         self.store.set(f"cmd/{entry}", json.dumps({"kind": "run", "label": label, "nodes": nodes,
                                                    "ranks_per_node": ranks_per_node, "env": env,
                                                    "join_timeout_s": self.cluster.join_timeout_s}))

@@ -18,11 +18,12 @@ import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from harness.measure.manifest import engine_environment
 from harness.measure.records import PointResult
-from harness.plan.points import EntryPlan, PlannedPoint
+from harness.plan.entry import EntryPlan
+from harness.plan.points import PlannedPoint
 from harness.run.cluster import NodeControl, NodeEntry, first_failure, loopback_env, spans_nodes, torchrun_command
 from harness.run.process_group import end_group, free_port
 from harness.run.wait_notices import WaitNotices
@@ -43,7 +44,7 @@ class Supervision:
     in_flight: Optional[PlannedPoint] = None
     loading: bool = False
     done: bool = False
-    info: Dict[str, object] = field(default_factory=dict)
+    info: Dict[str, Any] = field(default_factory=dict)  # the worker's "loaded" message: load time, runtime facts
     failure: Optional[str] = None  # why the worker stopped early: "died (SIGSEGV)", "timed out ..."
     stamps: Dict[str, float] = field(default_factory=dict)  # time.monotonic() of spawned, connected, loading, ...
     phase_s: Dict[str, float] = field(default_factory=dict)  # warm-up and timed seconds, summed over points
@@ -156,6 +157,7 @@ class WorkerRun:
         return self.conn is not None and state.failure is None and state.all_reported
 
     def _post_to_other_nodes(self) -> Optional[str]:
+        assert self.node is not None  # called only for an entry that spans nodes
         p, plan = self.job.plan.placement, self.job.plan
         backend_env = {**plan.backend_cls.launch_env(plan.options, p), **loopback_env(plan, self.node.control)}
         why = self.node.control.post(self.node.entry, plan.label, p.nodes, p.ranks_per_node, backend_env,

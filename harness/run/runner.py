@@ -13,21 +13,24 @@ import dataclasses
 import gc
 import importlib
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from harness.config.sweep import SweepConfig
-from harness.errors import ShortOutputError, is_oom, lost_peer, one_line
+from harness.errors import is_oom, lost_peer, one_line
 from harness.measure import stats
 from harness.measure.energy import EnergyMeter
 from harness.measure.metrics import slo_attainment, slo_met
 from harness.measure.quality import score_text
 from harness.measure.records import SLO, BatchSample, PointResult, RunContext
 from harness.model.spec import ModelSpec
-from harness.plan.points import EntryPlan, PlannedPoint, SweepPoint, concurrency
+from harness.plan.engine import Engine
+from harness.plan.entry import EntryPlan
+from harness.plan.points import PlannedPoint, SweepPoint, concurrency
 from harness.scenarios.batch import BatchSpec, BatchTiming
+from harness.run.output_checks import StreamFailed, check_output, judge_stream
 from harness.scenarios.batch_search import BatchSearch
 from harness.scenarios.rate_search import RateSearch
-from harness.scenarios.stream import RequestTiming, StreamSpec, StreamTiming
+from harness.scenarios.stream import StreamTiming
 
 
 class RunEvents:
@@ -62,11 +65,12 @@ class EntryRunner:
         self.plan, self.model, self.config, self.context, self.events = plan, model, config, context, events
         self.workload = plan.workload
         self.smallest_oom: Dict[Tuple[int, int], int] = {}
-        self.backend = None
+        self.backend: Optional[Engine] = None  # built by the first point that runs (`_load`)
         self.load_time_s: Optional[float] = None
         self.load_error: Optional[Tuple[str, str]] = None  # (status, message) for every point
         self.engine_stats: Dict[str, object] = {}
-        self.first_token_ids = None  # of the point's first timed batch, for cross-checking engines
+        # Of the point's first timed batch (a stream's requests), for cross-checking engines.
+        self.first_token_ids: Optional[Tuple[Tuple[int, ...], ...]] = None
         self.first_inputs: Optional[BatchSpec] = None  # its prompts, or the timed stream's: what a probe looks at
         self.probing = plan.probe_logits
         self.perplexity: Optional[float] = None  # quality.text's, scored once after the load (score_text)
@@ -95,7 +99,7 @@ class EntryRunner:
         if self.load_error is not None:
             return self._result(pp, *self.load_error, search=search)
         p = pp.point
-        reason = self.backend.cannot_run(max(1, concurrency(p)), self.workload.longest_input(p), p.output_length)
+        reason = self.engine.cannot_run(max(1, concurrency(p)), self.workload.longest_input(p), p.output_length)
         if reason:
             return self._result(pp, "skipped", reason, search=search)
         if p.rate_search:
@@ -103,6 +107,12 @@ class EntryRunner:
         if p.batch_search:
             return self._search_batch(pp)
         return self._measure(pp, announce, search)
+
+    @property
+    def engine(self) -> Engine:
+        """The loaded engine: every caller runs after `_load` succeeded (`_run_point` checks load_error first)."""
+        assert self.backend is not None, "the engine is used before it loaded"
+        return self.backend
 
     def _load(self) -> None:
         self.events.loading()
@@ -142,6 +152,7 @@ class EntryRunner:
             if probe.status != "ok":  # "result" keeps the probes on --resume
                 return self._result(pp, probe.status, f"rate search stopped: the probe at {rate:g}/s: {probe.error}",
                                     search="result")
+            assert probe.stream is not None and probe.slo is not None  # an ok stream point has both
             search.record(rate, slo_met(slo_attainment(probe.stream, probe.slo), probe.slo))
         return self._result(pp, "ok", search="result", max_rate_within_slo=search.sustained,
                             search_probes=search.describe(), engine_stats=self.engine_stats)
@@ -152,6 +163,7 @@ class EntryRunner:
         result row. A probe that fails other than by memory ends the search with that probe's status."""
         self.events.started(pp.point)
         plan, p = pp.search, pp.point
+        assert plan is not None  # the planner gives every batch_sizes: auto point its search
         search = BatchSearch(plan.start, plan.limit, plan.limit_reason)
         failure = None
         while failure is None and (size := search.next_batch()) is not None:
@@ -165,7 +177,7 @@ class EntryRunner:
             else:
                 search.record(size, probe.status)
         # "result" also keeps the probes of a failed search on --resume; each probe's row has its own estimate.
-        found = dict(search="result", search_probes=search.describe(), estimated_memory_bytes=None,
+        found: Dict[str, Any] = dict(search="result", search_probes=search.describe(), estimated_memory_bytes=None,
                      engine_stats=self.engine_stats)
         if failure:
             return self._result(pp, "error", failure, **found)
@@ -179,7 +191,7 @@ class EntryRunner:
             self.events.started(pp.point)
         self.first_token_ids = self.first_inputs = None
         self.phase_s = {}
-        self.backend.peak_memory.reset()
+        self.engine.peak_memory.reset()
         samples: Tuple[BatchSample, ...] = ()
         stream: Optional[StreamTiming] = None
         status, error = "ok", ""
@@ -198,29 +210,29 @@ class EntryRunner:
             status, error = "oom", one_line(e)
             self._note_oom(pp.point)
         ok = status == "ok"
-        measured = dict(peak_memory_bytes=self.backend.peak_memory.read(),
-                        peak_host_memory_bytes=self.backend.peak_memory.read_host(),
+        measured: Dict[str, Any] = dict(peak_memory_bytes=self.engine.peak_memory.read(),
+                        peak_host_memory_bytes=self.engine.peak_memory.read_host(),
                         engine_stats=self.engine_stats, phase_s=dict(self.phase_s),  # an OOM's up to where it stopped
                         token_ids=self.first_token_ids if ok else None,
                         converged=self._converged(samples) if samples else None)
         if self.probing and ok and self.first_inputs is not None:  # after the peak was read: untimed, unmetered
-            measured["probe"] = self.backend.probe_logits(self.first_inputs)
+            measured["probe"] = self.engine.probe_logits(self.first_inputs)
         return self._result(pp, status, error, samples, stream, search=search, **measured)
 
     def _time_point(self, point: SweepPoint) -> List[BatchSample]:
         start = time.perf_counter()
         for i in range(self.config.num_warmup_batches):
             batch = self.workload.batch(point, "warmup", i)
-            check_output(self.backend.run(batch), batch)
+            check_output(self.engine.run(batch), batch)
         self.phase_s["warmup_s"] = time.perf_counter() - start
         start = time.perf_counter()
-        samples = []
+        samples: List[BatchSample] = []
         meter = self.energy_meter
         stop = self.config.stop if self.config.num_batches == "auto" else None
         for i in range(stop.max_batches if stop else self.config.num_batches):
             batch = self.workload.batch(point, "timed", i)
-            before_j = meter.joules() if meter else None
-            timing = self.backend.run(batch)
+            before_j = meter.joules() if meter else 0.0
+            timing = self.engine.run(batch)
             energy_j = meter.joules() - before_j if meter else None
             check_output(timing, batch)
             samples.append(to_sample(i, timing, batch, energy_j))
@@ -231,7 +243,7 @@ class EntryRunner:
         self.phase_s["timed_s"] = time.perf_counter() - start
         return samples
 
-    def _converged(self, samples: List[BatchSample]) -> Optional[bool]:
+    def _converged(self, samples: Sequence[BatchSample]) -> Optional[bool]:
         """num_batches: auto: is the mean latency known to within stop.target_ci_pct? None with a fixed count."""
         if self.config.num_batches != "auto":
             return None
@@ -246,16 +258,16 @@ class EntryRunner:
         if stream_config.num_warmup_requests:
             warmup = self.workload.stream(point, "warmup", stream_config)
             try:
-                judge_stream(self.backend.serve(warmup), warmup, share)
+                judge_stream(self.engine.serve(warmup), warmup, share)
             except StreamFailed as e:  # untimed requests are not kept
                 raise RuntimeError(f"warm-up: {e}") from None
         self.phase_s["warmup_s"] = time.perf_counter() - start
         start = time.perf_counter()
         timed = self.workload.stream(point, "timed", stream_config)
-        timing = judge_stream(self.backend.serve(timed), timed, share)
+        timing = judge_stream(self.engine.serve(timed), timed, share)
         self.phase_s["timed_s"] = time.perf_counter() - start
-        ids = tuple(r.token_ids for r in timing.requests)
-        self.first_token_ids = ids if all(i is not None for i in ids) else None
+        ids = [r.token_ids for r in timing.requests]
+        self.first_token_ids = tuple(i for i in ids if i is not None) if all(i is not None for i in ids) else None
         self.first_inputs = timed.requests
         return timing
 
@@ -263,13 +275,14 @@ class EntryRunner:
         if point.scenario == "stream":
             return None
         smallest = self.smallest_oom.get((point.input_length, point.output_length))
-        if smallest is None or point.batch_size <= smallest:
+        # A batch search's own point (no size) is never skipped here: each of its probes is, by its size.
+        if smallest is None or point.batch_size is None or point.batch_size <= smallest:
             return None
         return f"batch size {smallest} ran out of memory at these lengths (skip_larger_batches_after_oom)"
 
     def _note_oom(self, point: SweepPoint) -> None:
         gc.collect()  # drop the failed batch's tensors before the next point allocates
-        if self.config.skip_larger_batches_after_oom and point.scenario == "batch":
+        if self.config.skip_larger_batches_after_oom and point.scenario == "batch" and point.batch_size is not None:
             key = (point.input_length, point.output_length)
             self.smallest_oom[key] = min(point.batch_size, self.smallest_oom.get(key, point.batch_size))
 
@@ -289,55 +302,6 @@ class EntryRunner:
             quantization=self.plan.options.quantization, perplexity=self.perplexity,
         )
         return PointResult(self.context, pp.point, status, error, tuple(samples), stream, **{**shared, **measured})
-
-
-def check_output(timing: BatchTiming, batch: BatchSpec) -> None:
-    """A forced sequence that came back short, or any sequence over its budget, makes the point's numbers
-    meaningless: fail the point rather than report them."""
-    if len(timing.output_tokens) != batch.batch_size:
-        raise ShortOutputError(f"got {len(timing.output_tokens)} outputs for a batch of {batch.batch_size}")
-    for got, budget in zip(timing.output_tokens, batch.max_tokens):
-        if batch.forced and got != budget:
-            raise ShortOutputError(f"a sequence produced {got} tokens, {budget} were forced")
-        if not 1 <= got <= budget:
-            raise ShortOutputError(f"a sequence produced {got} tokens, outside 1..{budget}")
-
-
-class StreamFailed(RuntimeError):
-    """More of a stream's requests failed than stream.max_failed_share allows: the point is an error, and its
-    requests (`timing`, failures marked) are still written."""
-
-    def __init__(self, message: str, timing: StreamTiming):
-        super().__init__(message)
-        self.timing = timing
-
-
-def judge_stream(timing: StreamTiming, stream: StreamSpec, max_failed_share: float) -> StreamTiming:
-    """Every request must come back, in order; one that failed, or came back with a token count outside its budget
-    (other than exactly it when forced), is a failed request. Returns the timing with those marked (`error`);
-    raises StreamFailed, naming the first failure, when their share is over `max_failed_share`."""
-    if len(timing.requests) != stream.num_requests:
-        raise ShortOutputError(f"got {len(timing.requests)} request timings for a stream of {stream.num_requests}")
-    assert [r.index for r in timing.requests] == list(range(stream.num_requests)), "requests out of order"
-    judged = tuple(_judged(r, budget, stream.requests.forced)
-                   for r, budget in zip(timing.requests, stream.requests.max_tokens))
-    timing = dataclasses.replace(timing, requests=judged)
-    failed = [r for r in judged if not r.ok]
-    if len(failed) > max_failed_share * stream.num_requests:
-        first = failed[0]
-        raise StreamFailed(f"{len(failed)} of {stream.num_requests} requests failed (stream.max_failed_share: "
-                           f"{max_failed_share:g}); request {first.index}: {first.error}", timing)
-    return timing
-
-
-def _judged(r: RequestTiming, budget: int, forced: bool) -> RequestTiming:
-    if not r.ok:
-        return r if r.error else dataclasses.replace(r, error="no tokens came back")
-    if forced and r.output_tokens != budget:
-        return dataclasses.replace(r, error=f"ShortOutputError: {r.output_tokens} tokens, {budget} were forced")
-    if not 1 <= r.output_tokens <= budget:
-        return dataclasses.replace(r, error=f"ShortOutputError: {r.output_tokens} tokens, outside 1..{budget}")
-    return r
 
 
 def to_sample(index: int, timing: BatchTiming, batch: BatchSpec, energy_j: Optional[float] = None) -> BatchSample:

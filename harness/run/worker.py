@@ -21,7 +21,8 @@ from typing import Optional, Set
 from harness.config.sweep import SweepConfig
 from harness.measure.records import PointResult, RunContext
 from harness.model.spec import ModelSpec
-from harness.plan.points import EntryPlan, SweepPoint
+from harness.plan.entry import EntryPlan
+from harness.plan.points import SweepPoint
 from harness.run.process_group import die_with_parent
 from harness.run.runner import EntryRunner, RunEvents
 

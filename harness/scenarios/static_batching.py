@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from harness.errors import is_oom
 from harness.scenarios.batch import BatchSpec, BatchTiming
 from harness.scenarios.stream import LEAD_S, RequestTiming, StreamSpec, StreamTiming, block_until
 
-# One batch through the engine: its timing, and the stamps of its decoding steps (step k: token k + 1 of every
-# sequence still running), from which each request's inter-token gaps are taken.
+# One batch through the engine: its timing, with each sequence's first and last token stamps and its token ids, and
+# the stamps of its decoding steps (step k: token k + 1 of every sequence still running), from which each request's
+# inter-token gaps are taken.
 Generate = Callable[[BatchSpec], Tuple[BatchTiming, Sequence[float]]]
 
 
@@ -38,7 +39,7 @@ def serve_static(stream: StreamSpec, generate: Generate, max_batch_size: int, ma
     start_s = time.perf_counter() + LEAD_S
     due = [start_s + offset for offset in stream.arrivals_s]
     dispatched: List[float] = [0.0] * n
-    timings: List[Optional[RequestTiming]] = [None] * n
+    timings: Dict[int, RequestTiming] = {}
     waiting: collections.deque = collections.deque()
     upcoming = 0  # the next request not yet due
     last_batch_end_s = -float("inf")
@@ -59,7 +60,8 @@ def serve_static(stream: StreamSpec, generate: Generate, max_batch_size: int, ma
         for timing in _run_batch(generate, stream.requests, batch, due, dispatched):
             timings[timing.index] = timing
         last_batch_end_s = time.perf_counter()
-    return StreamTiming(start_s, time.perf_counter(), tuple(timings))
+    # The loop runs until every request has been in a batch, and each batch times all of its requests.
+    return StreamTiming(start_s, time.perf_counter(), tuple(timings[i] for i in range(n)))
 
 
 def _run_batch(generate: Generate, requests: BatchSpec, indices: List[int], due: List[float],
@@ -78,12 +80,14 @@ def _run_batch(generate: Generate, requests: BatchSpec, indices: List[int], due:
         error = f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
         return [RequestTiming(i, due[i], dispatched[i], sent_s, input_tokens=len(requests.prompts[i]), error=error)
                 for i in indices]
+    firsts, lasts, ids = timing.request_first_token_s, timing.request_last_token_s, timing.token_ids
+    assert firsts is not None and lasts is not None and ids is not None  # a Generate gives all three (see Generate)
     out = []
     for j, i in enumerate(indices):
         produced = timing.output_tokens[j]
         mine = stamps[:produced]
         out.append(RequestTiming(
-            i, due[i], dispatched[i], timing.start_s, timing.request_first_token_s[j], timing.request_last_token_s[j],
+            i, due[i], dispatched[i], timing.start_s, firsts[j], lasts[j],
             len(requests.prompts[i]), produced, tuple(b - a for a, b in zip(mine, mine[1:])),
-            timing.start_s - due[i], token_ids=timing.token_ids[j]))
+            timing.start_s - due[i], token_ids=ids[j]))
     return out

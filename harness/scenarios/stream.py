@@ -70,7 +70,7 @@ class StreamSpec:
     def prompt_ids(self, index: int) -> List[int]:
         """The token ids request `index` is sent with: a later turn's whole history, once built. RuntimeError for a
         later turn whose turn before gave no answer ids (a server that streams text only)."""
-        if not self.has_history(index):
+        if self.turns is not None and not self.has_history(index):
             raise RuntimeError(f"turn {self.turns.turn[index]} needs the token ids of the answer before it, and the "
                                "engine sent text only (a server: ask for token ids, or use endpoint: chat)")
         built = self._built_ids.get(index)
@@ -83,7 +83,8 @@ class StreamSpec:
     def continue_turn(self, index: int, answer_ids: Optional[Sequence[int]], answer_text: Optional[str]) -> None:
         """Build later turn `index`'s prompt from the turn before it (`turns.follows[index]`) and that turn's answer:
         its ids with the answer's ids, then this turn's own; its messages with the answer as the assistant's."""
-        previous = self.turns.follows[index]
+        previous = self.turns.follows[index] if self.turns is not None else None
+        assert previous is not None, "only a later turn continues the turn before it"
         if answer_ids is not None:
             self._built_ids[index] = self.prompt_ids(previous) + list(answer_ids) + list(self.requests.prompts[index])
         if answer_text is not None and self.requests.messages:
@@ -251,7 +252,7 @@ async def drive(stream: StreamSpec, submit: Submit, spin_s: float = SPIN_S) -> S
     turns = stream.turns
 
     async def one(index: int, scheduled_s: float, dispatched_s: float) -> Tuple[RequestTiming, Optional[Submitted]]:
-        where = {} if turns is None else {"conversation": turns.conversation[index], "turn": turns.turn[index]}
+        conv, turn = (None, None) if turns is None else (turns.conversation[index], turns.turn[index])
         if slots is not None:
             await slots.acquire()
         sent_s = time.perf_counter()
@@ -259,7 +260,8 @@ async def drive(stream: StreamSpec, submit: Submit, spin_s: float = SPIN_S) -> S
             got = await submit(index)
         except Exception as e:  # noqa: BLE001 - any engine or transport failure is this request's error
             return RequestTiming(index, scheduled_s, dispatched_s, sent_s, input_tokens=_prompt_length(stream, index),
-                                 error=f"{type(e).__name__}: {' '.join(str(e).split())}"[:300], **where), None
+                                 error=f"{type(e).__name__}: {' '.join(str(e).split())}"[:300],
+                                 conversation=conv, turn=turn), None
         finally:
             if slots is not None:
                 slots.release()
@@ -267,7 +269,7 @@ async def drive(stream: StreamSpec, submit: Submit, spin_s: float = SPIN_S) -> S
         return RequestTiming(index, scheduled_s, dispatched_s, sent_s, got.first_token_s, got.last_token_s,
                              input_tokens, got.output_tokens, tuple(got.token_gaps_s), got.queued_s,
                              token_ids=got.token_ids, output_tokens_source=got.output_tokens_source,
-                             cached_tokens=got.cached_tokens, **where), got
+                             cached_tokens=got.cached_tokens, conversation=conv, turn=turn), got
 
     async def conversation(index: int, scheduled_s: float, dispatched_s: float) -> List[RequestTiming]:
         timings = []
@@ -275,10 +277,11 @@ async def drive(stream: StreamSpec, submit: Submit, spin_s: float = SPIN_S) -> S
             timing, got = await one(index, scheduled_s, dispatched_s)
             timings.append(timing)
             following = turns.next_of(index) if turns is not None else None
-            if following is None:
+            if turns is None or following is None:
                 return timings
             if not timing.ok:
-                return timings + _abandoned(stream, following, f"turn {turns.turn[index]} of its conversation failed")
+                return timings + _abandoned(turns, following, f"turn {turns.turn[index]} of its conversation failed")
+            assert got is not None and timing.last_token_s is not None  # it is ok: it returned, with a last token
             stream.continue_turn(following, got.token_ids, got.text)
             index, scheduled_s = following, timing.last_token_s + turns.gap_s[following]
             await sleep_until(scheduled_s, spin_s)
@@ -302,14 +305,14 @@ def _prompt_length(stream: StreamSpec, index: int) -> int:
     return stream.requests.input_tokens[index]
 
 
-def _abandoned(stream: StreamSpec, index: int, reason: str) -> List[RequestTiming]:
+def _abandoned(turns: Turns, index: int, reason: str) -> List[RequestTiming]:
     """Request `index` and the later turns of its conversation, failed unsent: the turn before them failed."""
     timings, now = [], time.perf_counter()
-    turns = stream.turns
-    while index is not None:
-        timings.append(RequestTiming(index, now, now, now, error=f"not sent: {reason}",
-                                     conversation=turns.conversation[index], turn=turns.turn[index]))
-        index = turns.next_of(index)
+    at: Optional[int] = index
+    while at is not None:
+        timings.append(RequestTiming(at, now, now, now, error=f"not sent: {reason}",
+                                     conversation=turns.conversation[at], turn=turns.turn[at]))
+        at = turns.next_of(at)
     return timings
 
 
