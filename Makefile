@@ -69,7 +69,7 @@ test: setup docs-build typecheck
 typecheck: setup
 	$(PY) -m mypy harness backends workloads app
 
-# The tests that start no engine, server or sweep process (under 2 minutes here): the loop while you change code.
+# The tests that start no engine, server or sweep process (about a minute here): the loop while you change code.
 # Every test that starts one is marked `engine` (tests/conftest.py refuses the process to an unmarked test).
 test-fast: setup
 	$(PY) -m pytest -m "not engine" -q

@@ -217,8 +217,8 @@ def point_explainer(plans: List[EntryPlan], config: SweepConfig, model: ModelSpe
     peaks, devices, described = {}, {}, {}
     shapes = {plan.label: Shape.of(plan.model) for plan in plans}  # a quantized entry's weights move fewer bytes
     for plan in plans:
-        if config.scenario != "batch" or all(pp.skip_reason or point_key(model.label, plan.label, pp.point) in done
-                                             for pp in plan.points):
+        if config.scenario != "batch" or not plan.backend_cls.runs_the_model or all(
+                pp.skip_reason or point_key(model.label, plan.label, pp.point) in done for pp in plan.points):
             continue
         device, dtype = plan.placement.device, run_context(config, model, plan).dtype
         peaks[plan.label] = entry_peaks(device, dtype, config.hardware, gpus, out.path / PEAKS_CACHE)

@@ -72,6 +72,9 @@ class Backend(ABC, Generic[OptionsT]):
     # Random weights come from harness/model/weights.py (seeded per parameter name), so two backends that both
     # say so hold identical weights and their greedy tokens can be compared.
     harness_random_weights: ClassVar[bool] = False
+    # The model runs somewhere: its points are held against the hardware's peaks (the roofline). False only for the
+    # null engine (backends/synthetic.py), which computes nothing: no peaks are probed for it, its roofline is empty.
+    runs_the_model: ClassVar[bool] = True
 
     def __init__(self, options: OptionsT, model: ModelSpec, shape: SweepShape):
         self.options: OptionsT = options

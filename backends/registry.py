@@ -12,4 +12,5 @@ BACKENDS: Registry[EngineClass] = Registry("backend", {
     "deepspeed_zero": "backends.deepspeed_zero:ZeroBackend",
     "vllm": "backends.vllm_engine:VLLMBackend",
     "openai": "backends.openai_compat.backend:OpenAIBackend",
+    "synthetic": "backends.synthetic:SyntheticBackend",
 })

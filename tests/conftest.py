@@ -20,6 +20,17 @@ ENGINE_COMMANDS = ("benchmark.py", "harness.run.worker", "harness.run.node_agent
                    "serve", "setup-venv.sh", "slurmctld", "slurmd", "sbatch")
 
 
+@pytest.fixture(scope="module")
+def model():
+    """tiny-llama in fp32 with random weights: the model every test that builds an engine in process uses (one
+    instance per test module: a ModelSpec caches what it builds)."""
+    # Imported here: tests/test_tiers.py runs this conftest in a folder of its own, where harness is not importable.
+    from harness.config.sections import ModelConfig
+    from harness.model.spec import resolve_model
+
+    return resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
+
+
 def run_benchmark(*args, timeout=600, **kwargs) -> subprocess.CompletedProcess:
     """`python benchmark.py ARGS` as a user runs it: a fresh process, real exit code and streams."""
     return subprocess.run([sys.executable, str(REPO / "benchmark.py"), *map(str, args)], cwd=REPO,

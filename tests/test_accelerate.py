@@ -20,11 +20,6 @@ from tests.contract import assert_csv_contract, rows, write_sweep
 BLOCKS = ["model.embed_tokens", "model.layers.0", "model.layers.1", "model.norm", "model.rotary_emb", "lm_head"]
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    return resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
-
-
 def load(model, **options):
     backend = AccelerateBackend(AccelerateOptions(name="accelerate", device="cpu", **options), model,
                                 SweepShape(4, 64, 16))
@@ -32,8 +27,8 @@ def load(model, **options):
     return backend
 
 
-def test_every_block_is_dispatched_with_hooks_on_the_cpu(tiny):
-    backend = load(tiny)
+def test_every_block_is_dispatched_with_hooks_on_the_cpu(model):
+    backend = load(model)
     info = backend.runtime_info()
     assert list(backend.device_map) == BLOCKS and set(backend.device_map.values()) == {"cpu"}
     assert info["layers_per_device"] == {"cpu": 2} and info["num_devices"] == 1
@@ -43,21 +38,21 @@ def test_every_block_is_dispatched_with_hooks_on_the_cpu(tiny):
     assert not any(p.is_meta for p in backend.net.parameters())
 
 
-def test_pretrained_weights_load_through_the_same_map(tiny, tmp_path):
-    folder = tmp_path / "tiny"
-    load(tiny).net.save_pretrained(folder)
+def test_pretrained_weights_load_through_the_same_map(model, tmp_path):
+    folder = tmp_path / "model"
+    load(model).net.save_pretrained(folder)
     pretrained = resolve_model(ModelConfig(name_or_path=str(folder), weights="pretrained", dtype="fp32"))
     backend = load(pretrained)
     assert list(backend.device_map) == BLOCKS and "model.layers.1" in hooked_blocks(backend.net)
-    random = load(tiny)
+    random = load(model)
     name = "model.layers.1.mlp.up_proj.weight"
     assert torch.equal(backend.net.get_parameter(name), random.net.get_parameter(name))
 
 
-def test_what_does_not_fit_max_memory_is_offloaded_to_disk(tiny, tmp_path):
-    backend = load(tiny, max_memory={"cpu": "20MB"}, offload_folder=str(tmp_path))
+def test_what_does_not_fit_max_memory_is_offloaded_to_disk(model, tmp_path):
+    backend = load(model, max_memory={"cpu": "20MB"}, offload_folder=str(tmp_path))
     assert "disk" in backend.device_map.values() and any(tmp_path.iterdir())
-    reference = load(tiny)
+    reference = load(model)
     batch = BatchSpec([[5] * 16, [7] * 16], (4, 4))
     assert backend.run(batch).token_ids == reference.run(batch).token_ids
 

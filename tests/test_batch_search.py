@@ -6,13 +6,11 @@ import pytest
 import torch
 
 from backends.base import Backend, BackendOptions, Placement
-from harness.config.sections import ModelConfig
 from harness.config.sweep import SweepConfig
 from harness.measure.records import RunContext
 from harness.measure.sink import result_row
 from harness.measure.writers import ResultsDir, read_rows
 from harness.model.memory import MemoryEstimate
-from harness.model.spec import resolve_model
 from harness.plan.entry import EntryPlan
 from harness.plan.points import BatchSearchPlan, PlannedPoint, SweepPoint
 from harness.plan.sweep import plan_batch_search
@@ -71,11 +69,6 @@ def test_nothing_runs():
 
 def test_start_is_clamped_to_the_limit():
     assert BatchSearch(start=5000, limit=64).next_batch() == 64
-
-
-@pytest.fixture(scope="module")
-def model():
-    return resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
 
 
 def test_the_plan_starts_at_the_estimate_and_a_host_never_goes_past_it(model):

@@ -53,7 +53,7 @@ def test_collect_takes_no_config(capsys):
 @pytest.mark.engine
 def test_emitted_markers_rebuild_the_files(tmp_path):
     proc = run_benchmark("yamls/cpu-tiny.yaml", "--output-dir", tmp_path / "out", "--no-plots",
-                         "--emit-log-markers", "backends=[{name: hf, device: cpu}]", "batch_sizes=[1,2]",
+                         "--emit-log-markers", "backends=[{name: synthetic}]", "batch_sizes=[1,2]",
                          "input_lengths=[16]", "output_lengths=[4]", "num_batches=2")
     assert proc.returncode == 0, proc.stderr
     files = logmarkers.parse(proc.stdout)

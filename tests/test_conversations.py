@@ -9,19 +9,12 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from harness.config.sections import ModelConfig
-from harness.model.spec import resolve_model
 from harness.plan.points import SweepPoint
 from harness.scenarios.stream import StreamSpec, Submitted, run_stream
 from tests.replay import CONVERSATIONS, conversation_stream, conversation_workload
 
 USER_TURNS = [sum(m["role"] == "user" for m in json.loads(line)["messages"])
               for line in CONVERSATIONS.read_text().splitlines()]
-
-
-@pytest.fixture(scope="module")
-def model():
-    return resolve_model(ModelConfig(preset="tiny-llama", weights="random", dtype="fp32"))
 
 
 def workload(model, **turns):

@@ -6,9 +6,7 @@ from pathlib import Path
 import pytest
 
 from backends.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
-from harness.config.sections import ModelConfig
 from harness.errors import UserError
-from harness.model.spec import resolve_model
 from harness.plan.points import SweepShape
 from tests.conftest import run_benchmark
 from tests.contract import assert_csv_contract, processes_with, rows, run_marked, write_sweep
@@ -90,11 +88,6 @@ def test_a_rank_never_holds_the_whole_model(tmp_path):
         assert peak - before < 0.75 * model_bytes
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    return resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
-
-
 def test_cpu_placement_and_launch_environment(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     options = DeepSpeedOptions(name="deepspeed", device="cpu")
@@ -104,9 +97,9 @@ def test_cpu_placement_and_launch_environment(monkeypatch):
     assert env["DS_ACCELERATOR"] == "cpu" and env["LOCAL_SIZE"] == "2" and int(env["OMP_NUM_THREADS"]) >= 1
 
 
-def test_points_longer_than_max_tokens_are_skipped(tiny):
+def test_points_longer_than_max_tokens_are_skipped(model):
     options = DeepSpeedOptions(name="deepspeed", device="cpu", max_tokens=64, dtype="bf16")
-    backend = DeepSpeedBackend(options, tiny, SweepShape(4, 64, 16))
+    backend = DeepSpeedBackend(options, model, SweepShape(4, 64, 16))
     assert backend.model.dtype == "bf16"  # the entry's dtype overrides the sweep's
     assert backend.cannot_run(1, 48, 16) is None
     assert backend.cannot_run(1, 64, 16) == "input + output = 80 tokens exceeds DeepSpeed's max_tokens (64)"

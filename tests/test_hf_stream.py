@@ -9,9 +9,7 @@ import pytest
 from backends.accelerate_pp import AccelerateBackend, AccelerateOptions
 from backends.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
 from backends.hf import HFBackend, HFOptions
-from harness.config.sections import ModelConfig
 from harness.errors import UserError
-from harness.model.spec import resolve_model
 from harness.plan.points import SweepShape
 from harness.scenarios.arrivals import arrival_times
 from harness.scenarios.batch import BatchSpec
@@ -20,11 +18,6 @@ from harness.scenarios.stream import StreamSpec
 MAX_BATCH = 4
 MAX_WAIT_MS = 50.0
 OUT = 6
-
-
-@pytest.fixture(scope="module")
-def model():
-    return resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
 
 
 def make_backend(model, batching):

@@ -14,10 +14,8 @@ import pytest
 
 from backends.openai_compat.backend import OpenAIBackend, OpenAIOptions, server_root
 from backends.registry import BACKENDS
-from harness.config.sections import ModelConfig
 from harness.errors import UserError
 from harness.measure.metrics import server_figures
-from harness.model.spec import resolve_model
 from harness.plan.points import SweepShape
 from harness.run.process_group import free_port
 from harness.scenarios.arrivals import arrival_times
@@ -31,11 +29,6 @@ VLLM_COMMAND = (
     "--enforce-eager --kv-cache-memory-bytes 268435456 --host 127.0.0.1 --port {port} --max-model-len 512 "
     "--disable-uvicorn-access-log"
 )
-
-
-@pytest.fixture(scope="module")
-def model():
-    return resolve_model(ModelConfig(preset="tiny-llama", weights="random", dtype="fp32"))
 
 
 def make_backend(model, **options) -> OpenAIBackend:

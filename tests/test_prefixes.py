@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from harness.config.sections import ModelConfig
 from harness.config.sweep import SweepConfig
-from harness.model.spec import resolve_model
 from harness.model.tokenizer import load_tokenizer
 from harness.plan.points import SweepPoint
 from workloads.base import PrefixOptions
@@ -18,11 +16,6 @@ from workloads.registry import build_workload
 
 TEXT = ("You are a careful assistant for infrastructure engineers. Answer briefly, name the command to run, and say "
         "what could go wrong before suggesting anything that deletes data.\n")
-
-
-@pytest.fixture(scope="module")
-def model():
-    return resolve_model(ModelConfig(preset="tiny-llama", weights="random", dtype="fp32"))
 
 
 def batch_of(model, prefix: PrefixOptions, batch_size=4, index=0):

@@ -2,15 +2,13 @@
 
 import time
 
-import pytest
 import torch
 
 from backends.base import Backend, BackendOptions, Placement
-from harness.config.sections import ModelConfig, StopConfig
+from harness.config.sections import StopConfig
 from harness.config.sweep import SweepConfig
 from harness.measure.records import RunContext, point_key
 from harness.model.memory import MemoryEstimate
-from harness.model.spec import resolve_model
 from harness.plan.entry import EntryPlan
 from harness.plan.points import PlannedPoint, SweepPoint
 from harness.run.runner import EntryRunner, RunEvents
@@ -39,11 +37,6 @@ class Scripted(Backend):
         produced = outcome if isinstance(outcome, int) else batch.max_output_tokens
         t = time.perf_counter()
         return BatchTiming(t, t + 0.001, t + 0.002, t + 0.003, (produced,) * batch.batch_size)
-
-
-@pytest.fixture(scope="module")
-def model():
-    return resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
 
 
 def run_entry(model, backend_cls, batch_sizes=(1, 4, 8, 16), lengths=((16, 4),), done=(), skip=None, **cfg):

@@ -8,18 +8,11 @@ import pytest
 
 from app.cli import main
 from harness.config.traces import MOONCAKE_BLOCK_TOKENS, read_trace, windowed
-from harness.config.sections import ModelConfig
 from harness.errors import UserError
-from harness.model.spec import resolve_model
 from tests.replay import TRACE_INPUTS, TRACE_OUTPUTS, TRACE_TIMES_S, trace_stream, write_small_trace
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "yamls" / "traces"
-
-
-@pytest.fixture(scope="module")
-def model():
-    return resolve_model(ModelConfig(preset="tiny-llama", weights="random", dtype="fp32"))
 
 
 def test_small_azure_trace_reads_times_from_its_first_request(tmp_path):

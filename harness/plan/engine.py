@@ -91,6 +91,7 @@ class EngineClass(Protocol):
     engine_modules: Tuple[str, ...]
     uses_hf_config: bool
     harness_random_weights: bool
+    runs_the_model: bool
 
     def __call__(self, options: BackendOptions, model: ModelSpec, shape: SweepShape) -> Engine: ...
 
