@@ -90,7 +90,7 @@ test-slurm: setup
 	BENCH_SLURM_CLUSTER=1 $(PY) -m pytest tests/test_slurm_cluster.py -m slurm
 
 # Harness latency over a bare `generate` loop: the hf-batch row of overhead-all (median of per-pair ratios with its
-# 95% interval and verdict; target 1.00 +/- 0.01; about a minute here).
+# 95% interval and verdict; target 1.00 +/- 0.01; about 35 s here).
 overhead: setup
 	$(PY) benchmarks/overhead_all.py --only hf-batch
 
