@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Tuple
 
 from backends.base import Backend, BackendOptions, Placement
 from harness.errors import UserError
@@ -81,9 +81,6 @@ class SyntheticBackend(Backend[SyntheticOptions]):
                              token_ids=_tokens(n))
 
         return run_stream(stream, submit, spin_s=client_spin_s(engine_on_this_cpu=False))
-
-    def cannot_run(self, batch_size: int, input_length: int, output_length: int) -> Optional[str]:
-        return None
 
 
 def _tokens(n: int) -> Tuple[int, ...]:

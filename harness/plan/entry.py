@@ -9,7 +9,15 @@ from typing import List, Optional, Tuple
 from harness.config.engine import BackendOptions
 from harness.model.spec import ModelSpec
 from harness.plan.engine import EngineClass, Placement, PointWorkload
-from harness.plan.points import PlannedPoint, SweepShape, sweep_shape
+from harness.plan.points import PlannedPoint, SweepShape
+
+
+def sweep_shape(points: List[PlannedPoint], workload: PointWorkload) -> SweepShape:
+    """For a stream, the batch an engine may be handed at once is bounded by the cap, if any (else 0: the
+    engine's own limit)."""
+    return SweepShape(max(pp.max_batch for pp in points),
+                      max(workload.longest_input(pp.point) for pp in points),
+                      max(pp.point.output_length for pp in points), points[0].point.scenario)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Protocol
+from typing import Optional
 
 from harness.model.memory import MemoryEstimate
 
@@ -77,18 +77,6 @@ class SweepShape:
     @property
     def max_tokens(self) -> int:
         return self.max_input_length + self.max_output_length
-
-
-def sweep_shape(points: List["PlannedPoint"], workload: "HasLongestInput") -> SweepShape:
-    """For a stream, the batch an engine may be handed at once is bounded by the cap, if any (else 0: the
-    engine's own limit)."""
-    return SweepShape(max(pp.max_batch for pp in points),
-                      max(workload.longest_input(pp.point) for pp in points),
-                      max(pp.point.output_length for pp in points), points[0].point.scenario)
-
-
-class HasLongestInput(Protocol):
-    def longest_input(self, point: SweepPoint) -> int: ...
 
 
 @dataclass(frozen=True)
