@@ -209,7 +209,7 @@ def models_of(config: SweepConfig) -> List[Tuple[ModelSpec, Workload]]:
     model's own tokenizer. Drafts are checked against each."""
     pairs = []
     for model in resolve_models(model_sections(config)):
-        check_drafts(config.backends, model)
+        check_drafts(config, model)
         pairs.append((model, build_workload(config, model)))
     return pairs
 

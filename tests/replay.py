@@ -43,7 +43,8 @@ def trace_config(path: Path, time_scale: float = 1.0, max_concurrency: Optional[
     stream = StreamConfig(arrival="trace", trace=str(path), time_scale=time_scale, window=TraceWindow(**window),
                           max_concurrency=max_concurrency, num_warmup_requests=2)
     validate_stream(stream)
-    return SweepConfig(benchmark_name="t", scenario="stream", stream=stream, output_lengths=[max(TRACE_OUTPUTS)])
+    return SweepConfig(benchmark_name="t", scenario="stream", stream=stream, output_lengths=[max(TRACE_OUTPUTS)],
+                       workload=RandomOptions())
 
 
 def trace_stream(model, path: Path, phase: str = "timed", time_scale: float = 1.0, **window) -> StreamSpec:
@@ -59,8 +60,9 @@ def conversation_workload(model, output_length: int = 6, num_conversations: int 
     stream = StreamConfig(arrival="constant", request_rates=[2.0], num_requests=num_conversations,
                           num_warmup_requests=2, seed=1)
     validate_stream(stream)
-    config = SweepConfig(benchmark_name="t", scenario="stream", stream=stream, output_lengths=[output_length], seed=0)
     options = PromptsOptions(prompts=str(CONVERSATIONS), template="chat", multi_turn=True, **turns)
+    config = SweepConfig(benchmark_name="t", scenario="stream", stream=stream, output_lengths=[output_length], seed=0,
+                         workload=options)
     options.validate(config)
     return PromptsWorkload.build(options, config, model), config
 

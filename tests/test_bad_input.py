@@ -8,7 +8,7 @@ from app.cli import main
 from backends.hf import HFOptions
 from backends.registry import BACKENDS
 from harness.config.sections import ModelConfig
-from harness.config.sweep import SweepConfig
+from harness.config.sweep import SweepYaml
 from harness.model.spec import preset_names
 from tests.conftest import run_benchmark
 
@@ -24,7 +24,7 @@ def keys(config_class) -> str:
     return ", ".join(f.name for f in dataclasses.fields(config_class))
 
 
-TOP_KEYS = keys(SweepConfig)
+TOP_KEYS = keys(SweepYaml)
 PRESETS = ", ".join(preset_names())
 
 CASES = {

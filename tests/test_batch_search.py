@@ -74,7 +74,7 @@ def test_start_is_clamped_to_the_limit():
 def test_the_plan_starts_at_the_estimate_and_a_host_never_goes_past_it(model):
     from backends.hf import HFBackend, HFOptions
 
-    config = SweepConfig(benchmark_name="t", batch_sizes="auto", output_lengths=[64])
+    config = SweepConfig(benchmark_name="t", batch_sizes="auto", output_lengths=[64], workload=RandomOptions())
     point = SweepPoint(512, 64, None, batch_search=True)
     one = HFBackend.estimate_memory(HFOptions(name="hf"), model, 1, 512, 64).total_bytes
     budget = 20 * one
@@ -117,7 +117,7 @@ class Bounded(Backend):
 
 def search_entry(model, backend_cls, start=8, limit=64):
     config = SweepConfig(benchmark_name="t", batch_sizes="auto", input_lengths=[16], output_lengths=[4],
-                         num_batches=2, num_warmup_batches=0)
+                         num_batches=2, num_warmup_batches=0, workload=RandomOptions())
     point = PlannedPoint(SweepPoint(16, 4, None, batch_search=True), MemoryEstimate(1, 1, 1),
                          search=BatchSearchPlan(start, limit, f"max_batch_size {limit}"))
     workload = RandomWorkload.build(RandomOptions(), config, model)

@@ -134,9 +134,9 @@ SUGGESTIONS = {
 @pytest.mark.parametrize("overrides,message", SUGGESTIONS.values(), ids=SUGGESTIONS.keys())
 def test_an_unknown_name_gets_a_suggestion_at_every_level(capsys, overrides, message):
     from harness.config import schema
-    from harness.config.sweep import SweepConfig
+    from harness.config.sweep import SweepYaml
 
-    keys = ", ".join(k.name for k in schema.keys(SweepConfig))
+    keys = ", ".join(k.name for k in schema.keys(SweepYaml))
     vllm = ", ".join(k.name for k in schema.keys(BACKENDS.get("vllm", "").Options))
     err = error_of(capsys, TINY, *overrides, "--dry-run")
     assert err == f"error: {message.format(keys=keys, vllm=vllm)}\n"

@@ -17,7 +17,7 @@ from app import foundry
 from app.foundry.translate import FOUNDRY_KEYS
 from backends.registry import BACKENDS
 from harness.config.loading import read_yaml_mapping
-from harness.config.sweep import SweepConfig, load_config
+from harness.config.sweep import SweepYaml, load_config
 from harness.errors import UserError
 from tests.conftest import REPO, run_benchmark
 from workloads.registry import WORKLOADS
@@ -148,7 +148,7 @@ def test_detection():
     harness_yaml = raw(REPO / "yamls" / "cpu-tiny.yaml")
     assert not foundry.is_foundry(harness_yaml)
     assert not foundry.is_foundry({**harness_yaml, "device": "cpu"})  # a harness YAML keeps the harness's own error
-    ours = {f.name for f in dataclasses.fields(SweepConfig)}
+    ours = {f.name for f in dataclasses.fields(SweepYaml)}
     assert not ours & set(FOUNDRY_KEYS)
 
 

@@ -42,7 +42,7 @@ class Scripted(Backend):
 def run_entry(model, backend_cls, batch_sizes=(1, 4, 8, 16), lengths=((16, 4),), done=(), skip=None, **cfg):
     config = SweepConfig(benchmark_name="t", batch_sizes=list(batch_sizes), input_lengths=[i for i, _ in lengths],
                          output_lengths=[o for _, o in lengths], num_warmup_batches=1,
-                         **{"num_batches": 2, **cfg})
+                         workload=RandomOptions(), **{"num_batches": 2, **cfg})
     points = [PlannedPoint(SweepPoint(i, o, b), MemoryEstimate(1, 1, 1), skip)
               for i, o in lengths for b in batch_sizes]
     workload = RandomWorkload.build(RandomOptions(), config, model)

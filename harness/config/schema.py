@@ -31,10 +31,10 @@ class Key:
 def sections(backends: Registry, workloads: Registry) -> Dict[str, Tuple[type, str]]:
     """Section name -> (its dataclass, what it is), in the order a reader meets them: the top level, its nested
     sections, then each backend's entry (`backends.NAME`) and each workload's (`workload.NAME`)."""
-    from harness.config.sweep import SweepConfig
+    from harness.config.sweep import SweepYaml
 
     found: Dict[str, Tuple[type, str]] = {}
-    _collect(SweepConfig, TOP, "the YAML's top-level keys", "", found)
+    _collect(SweepYaml, TOP, "the YAML's top-level keys", "", found)
     options = {name: backends.get(name, "backends").Options for name in backends.names()}
     for name, cls in options.items():
         found[f"backends.{name}"] = (cls, f"a `backends` entry with name: {name}")

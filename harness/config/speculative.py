@@ -124,8 +124,3 @@ def baselines(entries: Sequence[Any]) -> Dict[str, Optional[str]]:
         match = next((e for e in entries if e.speculative is None and settings(e) == settings(entry)), None)
         out[entry.entry_label] = match.entry_label if match is not None else None
     return out
-
-
-def spec_key(entry: Any, key: str) -> str:
-    """Where the `speculative` section of the entry at `key` is in the YAML: an item of a list has its own."""
-    return getattr(entry, "yaml_keys", {}).get("speculative", f"{key}.speculative")

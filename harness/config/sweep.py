@@ -1,9 +1,10 @@
-"""Typed sweep configuration: YAML plus `key=value` overrides -> validated dataclasses.
+"""Typed sweep configuration: YAML plus `key=value` overrides -> a validated `SweepConfig`.
 
 This is the one place that knows every key (the small sections are harness/config/sections.py's, the stream's
-harness/config/stream.py's, each backend's and workload's their own). Loading checks the shape (unknown keys,
-types) through OmegaConf structured configs; `validate` checks values and cross-field
-rules without touching a model. Every failure is a `UserError` naming the key path.
+harness/config/stream.py's, each backend's and workload's their own). Loading happens in two steps, each building
+its object once: `SweepYaml`, the keys as OmegaConf checks their shape (unknown keys, types), then `SweepConfig`,
+the same keys with their final types, built only from values that passed the checks (`_typed`), which need no
+model. Nothing is assigned to either afterwards. Every failure is a `UserError` naming the key path.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Literal, Optional, Protocol, Tuple, Union
 
 from harness.config.cluster import ClusterConfig, validate_cluster
+from harness.config.engine import BackendOptions
 from harness.config.loading import apply_override, read_yaml_mapping, to_dataclass
 from harness.config.quantization import expand_quantization, quantizations
 from harness.config.sections import (
@@ -30,9 +32,11 @@ from harness.config.sections import (
     validate_quality,
     validate_sampling,
 )
-from harness.config.stream import StreamConfig, replay_trace, validate_stream
+from harness.config import sweep_values as values
+from harness.config.stream import StreamConfig
+from harness.config.sweep_values import check_positive_list
 from harness.errors import UserError
-from harness.fields import is_int, opt
+from harness.fields import opt
 
 if typing.TYPE_CHECKING:
     from harness.config.registry import Registry
@@ -41,23 +45,24 @@ if typing.TYPE_CHECKING:
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-SCENARIOS = ("batch", "stream")
-
 
 @dataclass
-class SweepConfig:
+class SweepYaml:
+    """The keys a sweep YAML may hold, as OmegaConf checks them (and `--schema` lists them). Four hold what OmegaConf
+    cannot type (a list or `auto`; an engine's or a workload's own options, picked by name): `Any` here, read into
+    their final types by `load_config` (`SweepConfig`)."""
+
     benchmark_name: str = opt(help="Names the results folder and the `benchmark_name` column.")
     model: ModelConfig = opt(factory=ModelConfig, help="What to load.")
     models: Optional[List[ModelConfig]] = opt(
         None, help="Several models to compare on the same engines and shapes, instead of `model`: a list of model "
         "sections, each run with every backend entry in a worker of its own."
     )
-    backends: List[Any] = opt(
+    backends: List[Any] = opt(  # each entry: its backend's Options
         factory=lambda: [{"name": "hf"}], help="Engines to measure: each entry has `name` and that backend's options."
     )
     scenario: str = opt("batch", help="batch: static batches of batch_sizes, one at a time | stream: requests "
                         "arriving over time (see `stream`).")
-    # Any: a list or `auto`; `validate` checks which.
     batch_sizes: Any = opt(None, help="Sequences per batch, all submitted together (scenario: batch), or `auto`: "
                            "per entry and length pair, search for the largest batch that runs (see max_batch_size).")
     max_batch_size: Optional[int] = opt(None, help="With batch_sizes: auto, the largest batch the search tries "
@@ -75,7 +80,6 @@ class SweepConfig:
         None, help="Generated tokens per sequence: forced exactly, or a cap with workload.stop_at_eos. Required, "
         "except with stream.arrival: trace (the trace gives each request's)."
     )
-    # Any: a count or `auto`; `validate` checks which.
     num_batches: Any = opt(5, help="Timed batches per point, or `auto`: until the mean latency's 95% interval is "
                            "narrow enough (see stop).")
     stop: StopConfig = opt(factory=StopConfig, help="When `num_batches: auto` stops timing a point.")
@@ -100,6 +104,40 @@ class SweepConfig:
                                  "(docs/measurement.md, \"More than one node\").")
 
 
+class WorkloadConfig(Protocol):
+    """The `workload` section once read: a workload's own options (workloads/base.py, WorkloadOptions), picked by
+    its `prompts`. The library never imports workloads: this is what loading asks of them."""
+
+    prompts: str
+
+    def resolve_paths(self, config_dir: Path) -> None: ...
+
+    def validate(self, config: SweepConfig) -> None: ...
+
+    def validate_shared(self, config: SweepConfig) -> None: ...
+
+
+@dataclass(frozen=True)
+class EntryKeys:
+    """Where a backend entry is in the YAML, for messages. Entries expanded from one entry's `speculative` list or
+    `model.quantization` list share that entry's key; each `speculative` item has its own."""
+
+    entry: str
+    speculative: str
+
+
+@dataclass
+class SweepConfig(SweepYaml):
+    """A validated sweep: `SweepYaml`'s keys, those OmegaConf cannot type in their final types. `load_config` builds
+    it; a test may build one in code (entries then have no `entry_keys`: messages name them by index)."""
+
+    backends: List[BackendOptions] = field(default_factory=list)
+    batch_sizes: Union[List[int], Literal["auto"], None] = None  # a list (an integer read as one) or auto; None: stream
+    workload: WorkloadConfig = field(kw_only=True)
+    output_lengths: List[int] = field(kw_only=True)  # a trace's: its longest output
+    num_batches: Union[int, Literal["auto"]] = 5
+    entry_keys: List[EntryKeys] = field(default_factory=list, kw_only=True)  # one per `backends` entry
+
 def load_config(path: str | Path, overrides: List[str], backends: "Registry", workloads: "Registry",
                 raw: Optional[dict] = None) -> SweepConfig:
     """Read a sweep YAML, apply dotlist overrides, check shape and values.
@@ -109,28 +147,35 @@ def load_config(path: str | Path, overrides: List[str], backends: "Registry", wo
     YAML's folder first, then the working directory. `raw`, where given, is the mapping to load instead of the
     file's (a translation of it: app/foundry/).
     """
-    from harness.config.speculative import expand_entries  # it builds on this module
-
     raw = read_yaml_mapping(Path(path)) if raw is None else raw
     for item in overrides:
         apply_override(raw, item)
     _replace_model_sources(raw, overrides)
     if "model" in raw and "models" in raw:
         raise UserError("models: give `model` (one) or `models` (a list to compare), not both")
-    config = to_dataclass(SweepConfig, raw)
-    entries = []
-    expanded = expand_quantization(expand_entries(config.backends), quantizations(model_sections(config)))
-    for key, spec_key, entry in expanded:
-        options = backends.options(entry, key)
-        options.yaml_keys = {"entry": key, "speculative": spec_key}  # see entry_key
-        entries.append(options)
-    config.backends = entries
-    config.workload = workloads.options(config.workload, "workload")
-    config.workload.resolve_paths(Path(path).parent)
-    config.stream.resolve_paths(Path(path).parent)
-    config.quality.resolve_paths(Path(path).parent)
+    config = _typed(to_dataclass(SweepYaml, raw), backends, workloads, Path(path).parent)
     validate(config)
     return config
+
+
+def _typed(parsed: SweepYaml, backends: "Registry", workloads: "Registry", folder: Path) -> SweepConfig:
+    """The checked YAML in its final types: each backend entry (one per `speculative` item and quantization) and
+    the workload as their own options, with their paths resolved against the YAML's folder; the batch sizes and
+    lengths once their own checks pass."""
+    from harness.config.speculative import expand_entries  # it builds on this module
+
+    expanded = expand_quantization(expand_entries(parsed.backends), quantizations(model_sections(parsed)))
+    workload = workloads.options(parsed.workload, "workload")
+    for section in (workload, parsed.stream, parsed.quality):
+        section.resolve_paths(folder)
+    typed = dict(
+        backends=[backends.options(entry, key) for key, _, entry in expanded],
+        entry_keys=[EntryKeys(key, spec) for key, spec, _ in expanded],
+        workload=workload, batch_sizes=values.batch_sizes(parsed), output_lengths=values.output_lengths(parsed),
+        num_batches=values.num_batches(parsed),
+    )
+    kept = {f.name: getattr(parsed, f.name) for f in dataclasses.fields(SweepYaml) if f.name not in typed}
+    return SweepConfig(**kept, **typed)
 
 
 # A model comes from a preset or from name_or_path, never both. Naming one on the command line replaces the other
@@ -158,19 +203,15 @@ def _replace_model_sources(raw: dict, overrides: List[str]) -> None:
 
 
 def validate(config: SweepConfig) -> None:
-    """Value and cross-field checks that need no model."""
+    """Value and cross-field checks of the typed config that need no model (`_typed` has checked the keys it read
+    into their types)."""
     if not _NAME_RE.match(config.benchmark_name):
         raise UserError(
             f"benchmark_name: {config.benchmark_name!r} is not allowed (letters, digits, '.', '_', '-'; "
             "it names a folder)"
         )
-    _validate_scenario(config)
-    if config.output_lengths is None:
-        raise UserError("output_lengths: required, e.g. output_lengths: [128]")
-    _check_positive_list("output_lengths", config.output_lengths)
     if config.input_lengths is not None:
-        _check_positive_list("input_lengths", config.input_lengths)
-    _validate_num_batches(config)
+        check_positive_list("input_lengths", config.input_lengths)
     if config.num_warmup_batches < 0:
         raise UserError(f"num_warmup_batches: must be 0 or more, got {config.num_warmup_batches}")
     for key in ("load_timeout_s", "point_timeout_s"):
@@ -185,67 +226,12 @@ def validate(config: SweepConfig) -> None:
     validate_sampling(config.sampling)
     config.workload.validate(config)
     config.workload.validate_shared(config)
-    _validate_backends(config.backends, config.workload)
+    _validate_backends(config)
     if config.output.upload_uri:
         _validate_upload_uri(config.output.upload_uri)
     validate_hardware(config.hardware)
     validate_quality(config.quality, model_sections(config))
-    validate_cluster(config.cluster, config.backends, [entry_key(e, i) for i, e in enumerate(config.backends)])
-
-
-def _validate_num_batches(config: SweepConfig) -> None:
-    stop = config.stop
-    if config.num_batches != "auto":
-        if not is_int(config.num_batches) or config.num_batches < 1:
-            raise UserError(f"num_batches: must be an integer of at least 1, or auto, got {config.num_batches!r}")
-        if stop != StopConfig():
-            raise UserError("stop: decides when num_batches: auto stops timing; with a fixed num_batches, remove it")
-        return
-    if not stop.target_ci_pct > 0:
-        raise UserError(f"stop.target_ci_pct: must be more than 0 (%), got {stop.target_ci_pct}")
-    if stop.min_batches < 2:
-        raise UserError(f"stop.min_batches: must be at least 2 (an interval needs two batches), got "
-                        f"{stop.min_batches}")
-    if stop.max_batches < stop.min_batches:
-        raise UserError(f"stop.max_batches: must be at least stop.min_batches ({stop.min_batches}), got "
-                        f"{stop.max_batches}")
-
-
-def _validate_scenario(config: SweepConfig) -> None:
-    if config.scenario not in SCENARIOS:
-        raise UserError(f"scenario: {config.scenario!r} is not one of {', '.join(SCENARIOS)}")
-    if config.scenario == "batch":
-        if config.batch_sizes is None:
-            raise UserError("batch_sizes: required with scenario: batch, e.g. batch_sizes: [1, 8], or auto")
-        _validate_batch_sizes(config)
-        return
-    for key in ("batch_sizes", "max_batch_size"):
-        if getattr(config, key) is not None:
-            raise UserError(f"{key}: not used with scenario: stream (requests arrive over time at "
-                            f"stream.request_rates); remove {key} or set scenario: batch")
-    validate_stream(config.stream)
-    if config.stream.arrival == "trace":
-        for key in ("input_lengths", "output_lengths"):
-            if getattr(config, key) is not None:
-                raise UserError(f"{key}: stream.trace gives every request's lengths; remove {key}")
-        config.output_lengths = [replay_trace(config.stream).max_output_tokens]
-
-
-def _validate_batch_sizes(config: SweepConfig) -> None:
-    if is_int(config.batch_sizes):
-        config.batch_sizes = [config.batch_sizes]
-    if config.batch_sizes != "auto":
-        if not isinstance(config.batch_sizes, list):
-            raise UserError(f"batch_sizes: must be a list of positive integers or auto, got {config.batch_sizes!r}")
-        for i, size in enumerate(config.batch_sizes):
-            if not is_int(size):
-                raise UserError(f"batch_sizes[{i}]: expected an integer, got {size!r}")
-        _check_positive_list("batch_sizes", config.batch_sizes)
-        if config.max_batch_size is not None:
-            raise UserError("max_batch_size: bounds the search of batch_sizes: auto; with a list of batch sizes, "
-                            "remove it")
-    elif config.max_batch_size is not None and config.max_batch_size < 1:
-        raise UserError(f"max_batch_size: must be at least 1, got {config.max_batch_size}")
+    validate_cluster(config.cluster, config.backends, [entry_key(config, i) for i in range(len(config.backends))])
 
 
 def _validate_upload_uri(uri: str) -> None:
@@ -261,29 +247,19 @@ def _validate_upload_uri(uri: str) -> None:
         raise UserError(f"output.upload_uri: {protocol}:// needs a package fsspec does not have here ({e})") from None
 
 
-def _check_positive_list(key: str, values: List[int]) -> None:
-    if not values:
-        raise UserError(f"{key}: must be a non-empty list of positive integers, got []")
-    bad = [v for v in values if v < 1]
-    if bad:
-        raise UserError(f"{key}: must be a non-empty list of positive integers, got {bad[0]}")
-    if len(set(values)) != len(values):
-        raise UserError(f"{key}: has duplicates: {values}")
-
-
-def model_sections(config: SweepConfig) -> List[Tuple[str, ModelConfig]]:
+def model_sections(config: SweepYaml) -> List[Tuple[str, ModelConfig]]:
     """The sweep's model sections with where each is in the YAML: `model`, or each item of `models`."""
     if config.models is None:
         return [("model", config.model)]
     return [(f"models[{i}]", model) for i, model in enumerate(config.models)]
 
 
-def _validate_backends(entries: List[Any], workload: Any) -> None:
-    if not entries:
+def _validate_backends(config: SweepConfig) -> None:
+    if not config.backends:
         raise UserError("backends: must list at least one backend, e.g. [{name: hf}]")
     seen: Dict[str, str] = {}
-    for i, entry in enumerate(entries):
-        key = entry_key(entry, i)
+    for i, entry in enumerate(config.backends):
+        key = entry_key(config, i)
         if entry.entry_label in seen:
             raise UserError(
                 f"{key}.label: {entry.entry_label!r} is already used by {seen[entry.entry_label]}; give each entry a "
@@ -291,23 +267,29 @@ def _validate_backends(entries: List[Any], workload: Any) -> None:
             )
         seen[entry.entry_label] = key
         entry.validate(key)
-        entry.validate_workload(key, workload)
+        entry.validate_workload(key, config.workload)
         if entry.speculative is not None:
-            from harness.config.speculative import spec_key
-
-            entry.speculative.validate(spec_key(entry, key))
+            entry.speculative.validate(spec_key(config, i))
 
 
-def entry_key(entry: Any, index: int) -> str:
-    """Where a backend entry is in the YAML, for messages. Entries expanded from one `speculative` list share their
-    entry's key; `load_config` notes it on each (`yaml_keys`), an entry built in code is at its index."""
-    return getattr(entry, "yaml_keys", {}).get("entry", f"backends[{index}]")
+def entry_key(config: SweepConfig, index: int) -> str:
+    """Where backend entry `index` is in the YAML, for messages (`EntryKeys`); an entry built in code is at its
+    index."""
+    return config.entry_keys[index].entry if index < len(config.entry_keys) else f"backends[{index}]"
+
+
+def spec_key(config: SweepConfig, index: int) -> str:
+    """Where entry `index`'s `speculative` section is in the YAML: an item of a list has its own."""
+    if index < len(config.entry_keys):
+        return config.entry_keys[index].speculative
+    return f"{entry_key(config, index)}.speculative"
 
 
 def to_plain(config: SweepConfig) -> Dict[str, Any]:
     """The resolved config as plain data, for the manifest and for `--resume` checks; it loads as a YAML again
     (config.yaml, platform runs), so it holds `model` or `models`, never both."""
-    plain = dataclasses.asdict(config)
+    whole = dataclasses.asdict(config)
+    plain = {f.name: whole[f.name] for f in dataclasses.fields(SweepYaml)}  # the YAML's keys, not entry_keys
     del plain["model" if config.models is not None else "models"]
     for section in plain.get("models") or [plain["model"]]:
         section["quantization"] = "none"  # spent: each backend entry carries its own (harness/config/quantization.py)

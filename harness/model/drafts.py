@@ -4,10 +4,8 @@ only, nothing loaded. The section itself is harness/config/speculative.py's.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
-from harness.config.speculative import SpeculativeConfig, spec_key
-from harness.config.sweep import entry_key
+from harness.config.speculative import SpeculativeConfig
+from harness.config.sweep import SweepConfig, spec_key
 from harness.errors import UserError
 
 
@@ -46,9 +44,9 @@ def draft_model(spec: SpeculativeConfig, target, key: str = "speculative"):
     return model
 
 
-def check_drafts(entries: Sequence[Any], target) -> None:
+def check_drafts(config: SweepConfig, target) -> None:
     """Every draft of the sweep resolves against the target (see `draft_model`), before anything is planned."""
-    for i, entry in enumerate(entries):
+    for i, entry in enumerate(config.backends):
         spec = entry.speculative
         if spec is not None and spec.method == "draft":
-            draft_model(spec, target, spec_key(entry, entry_key(entry, i)))
+            draft_model(spec, target, spec_key(config, i))

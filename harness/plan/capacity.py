@@ -45,10 +45,9 @@ def _largest(cls, options, model: ModelSpec, input_length: int, output_length: i
 def plan_capacity(config: SweepConfig, model: ModelSpec, backends: Registry[EngineClass], workload: PointWorkload) -> List[Capacity]:
     out = []
     kv_per_token = kv_cache_bytes(model, 1, 1)
-    assert config.output_lengths is not None  # validate() fills them in (a trace's own) or refuses the config
     pairs = list(itertools.product(workload.input_lengths(), config.output_lengths))
     for i, options in enumerate(config.backends):
-        cls = backends.get(options.name, f"{entry_key(options, i)}.name")
+        cls = backends.get(options.name, f"{entry_key(config, i)}.name")
         placement = cls.resolve_placement(options)
         loaded = model.loaded_as(options.quantization, placement.device)
         missing = cls.unsupported(options, config.scenario, model) or missing_devices(placement)

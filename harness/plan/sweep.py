@@ -22,11 +22,10 @@ from harness.scenarios.batch_search import DEFAULT_MAX_BATCH_SIZE
 
 
 def sweep_points(config: SweepConfig, workload: PointWorkload) -> List[SweepPoint]:
-    assert config.output_lengths is not None  # validate() fills them in (a trace's own) or refuses the config
     lengths = list(itertools.product(workload.input_lengths(), config.output_lengths))
     if config.batch_sizes == "auto":
         points = [SweepPoint(i, o, None, workload.name, batch_search=True) for i, o in lengths]
-    elif config.scenario == "batch":
+    elif config.batch_sizes is not None:  # scenario: batch
         points = [SweepPoint(i, o, b, workload.name) for (i, o), b in itertools.product(lengths, config.batch_sizes)]
     else:
         s = config.stream
@@ -40,7 +39,7 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry[EngineC
     """`backends` is backends/registry.py's BACKENDS and `workload` the sweep's built workload, handed down by the CLI."""
     plans = []
     for i, options in enumerate(config.backends):
-        cls = backends.get(options.name, f"{entry_key(options, i)}.name")
+        cls = backends.get(options.name, f"{entry_key(config, i)}.name")
         placement = cls.resolve_placement(options)
         loaded = model.loaded_as(options.quantization, placement.device)  # what its estimates and roofline use
         missing = cls.unsupported(options, config.scenario, model) or missing_devices(placement)

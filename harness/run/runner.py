@@ -228,8 +228,9 @@ class EntryRunner:
         start = time.perf_counter()
         samples: List[BatchSample] = []
         meter = self.energy_meter
-        stop = self.config.stop if self.config.num_batches == "auto" else None
-        for i in range(stop.max_batches if stop else self.config.num_batches):
+        num_batches = self.config.num_batches
+        stop = self.config.stop if num_batches == "auto" else None
+        for i in range(self.config.stop.max_batches if num_batches == "auto" else num_batches):
             batch = self.workload.batch(point, "timed", i)
             before_j = meter.joules() if meter else 0.0
             timing = self.engine.run(batch)
