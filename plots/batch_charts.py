@@ -13,6 +13,7 @@ from typing import List, Tuple
 import pandas as pd
 from matplotlib.axes import Axes
 
+from harness.measure.columns.names import R
 from plots import data, style
 from plots.charts import (
     Chart,
@@ -47,12 +48,12 @@ def _latency_vs_throughput_one(ctx: ChartContext, pair: Tuple[int, int]) -> Char
     input_length, output_length = pair
     rows = _at_lengths(ctx.ok, pair)
     fig, ax = style.new_figure()
-    curves = data.build_curves(rows, "latency_ms_mean", "throughput_tokens_per_s", order_by="batch_size")
+    curves = data.build_curves(rows, R.latency_ms_mean, R.throughput_tokens_per_s, order_by=R.batch_size)
     for curve in curves:
         draw_series_curve(ax, curve, ctx.palette)
     _draw_pareto(ax, rows)
-    style.set_value_axis(ax, "x", rows["latency_ms_mean"])
-    style.set_value_axis(ax, "y", rows["throughput_tokens_per_s"])
+    style.set_value_axis(ax, "x", rows[R.latency_ms_mean])
+    style.set_value_axis(ax, "y", rows[R.throughput_tokens_per_s])
     ax.margins(0.08)
     title = (f"{model_and_dtype(rows)}: latency vs throughput, "
              f"input {input_length} / output {tokens(output_length)}")
@@ -67,8 +68,8 @@ def _latency_vs_throughput_one(ctx: ChartContext, pair: Tuple[int, int]) -> Char
 
 def _draw_pareto(ax: Axes, rows: pd.DataFrame) -> None:
     """A wide translucent band through the frontier points: it highlights them without hiding markers."""
-    latency = rows["latency_ms_mean"].to_numpy(float)
-    rate = rows["throughput_tokens_per_s"].to_numpy(float)
+    latency = rows[R.latency_ms_mean].to_numpy(float)
+    rate = rows[R.throughput_tokens_per_s].to_numpy(float)
     front = data.pareto_frontier(latency, rate)
     ax.plot(latency[front], rate[front], color="0.55", linewidth=9, alpha=0.28, solid_capstyle="round",
             zorder=1, label="Pareto frontier")
@@ -80,22 +81,22 @@ def latency_vs_output_length(ctx: ChartContext) -> List[Chart]:
     """Log-log, one line per batch size; one chart per (series, input length)."""
     charts = []
     for series in data.series_order(ctx.ok):
-        for input_length in sorted(ctx.ok.loc[ctx.ok[SERIES] == series, "input_length"].unique()):
+        for input_length in sorted(ctx.ok.loc[ctx.ok[SERIES] == series, R.input_length].unique()):
             charts.append(_latency_vs_output_one(ctx, series, int(input_length)))
     return charts
 
 
 def _latency_vs_output_one(ctx: ChartContext, series: str, input_length: int) -> Chart:
-    rows = ctx.ok[(ctx.ok[SERIES] == series) & (ctx.ok["input_length"] == input_length)]
+    rows = ctx.ok[(ctx.ok[SERIES] == series) & (ctx.ok[R.input_length] == input_length)]
     fig, ax = style.new_figure()
-    for curve in data.build_curves(rows, "output_length", "latency_ms_mean", by="batch_size"):
+    for curve in data.build_curves(rows, R.output_length, R.latency_ms_mean, by=R.batch_size):
         _draw_batch_curve(ax, curve, ctx.palette)
-    style.set_size_axis(ax, "x", rows["output_length"])
-    style.set_value_axis(ax, "y", rows["latency_ms_mean"], force_log=True)
+    style.set_size_axis(ax, "x", rows[R.output_length])
+    style.set_value_axis(ax, "y", rows[R.latency_ms_mean], force_log=True)
     title = f"{model_and_dtype(rows)}: latency vs output length, input {tokens(input_length)}\n{series}"
     decorate(ax, title, "output length (tokens)", "latency per batch, mean (ms)")
     legend_right(ax, "batch size")
-    mask = (ctx.table[SERIES] == series) & (ctx.table["input_length"] == input_length)
+    mask = (ctx.table[SERIES] == series) & (ctx.table[R.input_length] == input_length)
     caption = ctx.dropped_caption(mask, with_lengths=True)
     stem = f"latency_vs_output_length_{ctx.slugs[series]}_in{input_length}"
     return finish(ctx, fig, stem, "Latency vs output length", title.replace("\n", ", "), caption)
@@ -110,13 +111,13 @@ def ttft_vs_input_length(ctx: ChartContext) -> List[Chart]:
 
 def _ttft_one(ctx: ChartContext, series: str) -> Chart:
     rows = ctx.ok[ctx.ok[SERIES] == series]
-    medians = data.median_over_output_lengths(rows, "ttft_ms_mean")
+    medians = data.median_over_output_lengths(rows, R.ttft_ms_mean)
     fig, ax = style.new_figure()
-    for curve in data.build_curves(medians, "input_length", "ttft_ms_mean", by="batch_size"):
+    for curve in data.build_curves(medians, R.input_length, R.ttft_ms_mean, by=R.batch_size):
         _draw_batch_curve(ax, curve, ctx.palette)
-    style.set_size_axis(ax, "x", rows["input_length"])
-    style.set_value_axis(ax, "y", medians["ttft_ms_mean"])
-    outputs = ", ".join(str(o) for o in sorted(rows["output_length"].unique()))
+    style.set_size_axis(ax, "x", rows[R.input_length])
+    style.set_value_axis(ax, "y", medians[R.ttft_ms_mean])
+    outputs = ", ".join(str(o) for o in sorted(rows[R.output_length].unique()))
     title = f"{model_and_dtype(rows)}: time to first token vs input length\n{series}"
     decorate(ax, title, "input length (tokens)", f"TTFT, mean (ms)\nmedian over output lengths {outputs}")
     legend_right(ax, "batch size")
@@ -129,18 +130,18 @@ def _ttft_one(ctx: ChartContext, series: str) -> Chart:
 
 def tpot_vs_batch_size(ctx: ChartContext) -> List[Chart]:
     """Decode ms per output token; output length 1 has no decode step, so it gets no panel."""
-    rows = ctx.ok[ctx.ok["output_length"] > 1].dropna(subset=["tpot_ms_mean"])
+    rows = ctx.ok[ctx.ok[R.output_length] > 1].dropna(subset=[R.tpot_ms_mean])
     if rows.empty:
         return []
-    grid = GridChart("tpot_ms_mean", "TPOT, mean (ms per token)",
+    grid = GridChart(R.tpot_ms_mean, "TPOT, mean (ms per token)",
                      "decode time per output token (TPOT) vs batch size", "tpot_vs_batch_size")
-    return [series_grid(ctx, rows, grid, caption_mask=ctx.table["output_length"] > 1)]
+    return [series_grid(ctx, rows, grid, caption_mask=ctx.table[R.output_length] > 1)]
 
 
 def throughput_vs_batch_size(ctx: ChartContext) -> List[Chart]:
-    grid = GridChart("throughput_tokens_per_s", "output throughput (tokens/s)", "output throughput vs batch size",
+    grid = GridChart(R.throughput_tokens_per_s, "output throughput (tokens/s)", "output throughput vs batch size",
                      "throughput_vs_batch_size")
-    return [series_grid(ctx, ctx.ok, grid, caption_mask=ctx.table["status"].notna())]
+    return [series_grid(ctx, ctx.ok, grid, caption_mask=ctx.table[R.status].notna())]
 
 
 # -- drawing only the batch charts do ----------------------------------------------------------------
@@ -150,7 +151,7 @@ def _draw_batch_curve(ax: Axes, curve: Curve, palette: style.Palette) -> None:
 
 
 def _at_lengths_mask(rows: pd.DataFrame, pair: Tuple[int, int]) -> pd.Series:
-    return (rows["input_length"] == pair[0]) & (rows["output_length"] == pair[1])
+    return (rows[R.input_length] == pair[0]) & (rows[R.output_length] == pair[1])
 
 
 def _at_lengths(rows: pd.DataFrame, pair: Tuple[int, int]) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from harness.measure.columns.names import R
 from plots import data, style
 from plots.data import SERIES, Curve
 
@@ -73,7 +74,7 @@ class ChartContext:
 
 def model_and_dtype(rows: pd.DataFrame) -> str:
     """The title's head: model and dtype, and the prompts when they are not random token ids."""
-    return f"{data.unique_text(rows, 'model')} ({data.unique_text(rows, 'dtype')})" + data.prompts_text(rows)
+    return f"{data.unique_text(rows, R.model)} ({data.unique_text(rows, R.dtype)})" + data.prompts_text(rows)
 
 
 def slug(text: str) -> str:
@@ -109,11 +110,11 @@ def series_grid(ctx: ChartContext, rows: pd.DataFrame, grid: GridChart, caption_
                 note: str = "") -> Chart:
     """A panel per (input, output) length pair, inputs down and outputs across, a line per series; `note` opens the
     caption."""
-    inputs = sorted(int(i) for i in rows["input_length"].unique())
-    outputs = sorted(int(o) for o in rows["output_length"].unique())
+    inputs = sorted(int(i) for i in rows[R.input_length].unique())
+    outputs = sorted(int(o) for o in rows[R.output_length].unique())
     fig, axes = style.new_grid(len(inputs), len(outputs))
     for (r, input_length), (c, output_length) in ((a, b) for a in enumerate(inputs) for b in enumerate(outputs)):
-        panel = rows[(rows["input_length"] == input_length) & (rows["output_length"] == output_length)]
+        panel = rows[(rows[R.input_length] == input_length) & (rows[R.output_length] == output_length)]
         _grid_panel(axes[r, c], panel, grid.y_column, ctx.palette, f"input {input_length} / output {output_length}")
         if grid.reference_y is not None and not panel.empty:
             axes[r, c].axhline(grid.reference_y, color="0.45", linestyle="--", linewidth=1, zorder=1)
@@ -138,9 +139,9 @@ def _grid_panel(ax: Axes, panel: pd.DataFrame, y_column: str, palette: style.Pal
         ax.set_xticks([])
         ax.set_yticks([])
         return
-    for curve in data.build_curves(panel, "batch_size", y_column):
+    for curve in data.build_curves(panel, R.batch_size, y_column):
         draw_series_curve(ax, curve, palette)
-    style.set_size_axis(ax, "x", panel["batch_size"])
+    style.set_size_axis(ax, "x", panel[R.batch_size])
     style.set_value_axis(ax, "y", panel[y_column])
     ax.margins(x=0.06, y=0.1)
 

@@ -18,14 +18,15 @@ import numpy as np
 import pandas as pd
 
 from harness.measure import stats
+from harness.measure.columns.names import R, S
 from plots import load
 from plots.errors import PlotError
 
-DEFAULT_METRICS = ("latency_ms_mean", "ttft_ms_mean", "tpot_ms_mean", "throughput_tokens_per_s")
+DEFAULT_METRICS = (R.latency_ms_mean, R.ttft_ms_mean, R.tpot_ms_mean, R.throughput_tokens_per_s)
 # metric -> (per-batch column of samples.csv, whether higher is better)
-SAMPLED = {"latency_ms_mean": ("latency_ms", False), "ttft_ms_mean": ("ttft_ms", False),
-           "tpot_ms_mean": ("tpot_ms", False), "throughput_tokens_per_s": ("tokens_per_s", True)}
-MATCH_COLUMNS = ("backend", "workload", "batch_size", "input_length", "output_length")
+SAMPLED = {R.latency_ms_mean: (S.latency_ms, False), R.ttft_ms_mean: (S.ttft_ms, False),
+           R.tpot_ms_mean: (S.tpot_ms, False), R.throughput_tokens_per_s: ("tokens_per_s", True)}
+MATCH_COLUMNS = (R.backend, R.workload, R.batch_size, R.input_length, R.output_length)
 SIGNIFICANCE = 0.05
 
 
@@ -94,27 +95,27 @@ def judge(key: tuple, metric: str, base_value: float, new_value: float, base: Se
 def read_side(folder: Path, backend: Optional[str] = None, name: Optional[str] = None) -> Side:
     """A results folder's batch points (of one backend entry, when given) and their samples.csv rows."""
     table = load.to_numbers(load.read_results(folder))
-    table = table[table["scenario"] == load.BATCH]
+    table = table[table[R.scenario] == load.BATCH]
     if backend is not None:
-        if backend not in set(table["backend"]):
+        if backend not in set(table[R.backend]):
             raise PlotError(f"--series {backend}: no backend entry of that label in {folder} (entries: "
-                            f"{', '.join(sorted(set(table['backend'])))})")
-        table = table[table["backend"] == backend]
+                            f"{', '.join(sorted(set(table[R.backend])))})")
+        table = table[table[R.backend] == backend]
     samples_path = load.results_csv_path(folder).parent / "samples.csv"
     try:
         samples = load.to_numbers(pd.read_csv(samples_path, dtype=str, keep_default_na=False))
     except (OSError, pd.errors.EmptyDataError):
         raise PlotError(f"{folder}: no samples.csv beside results.csv: the per-batch samples decide significance") from None
-    samples["tokens_per_s"] = samples["output_tokens"].astype(float) / (samples["latency_ms"] / 1e3)
-    match = [c for c in MATCH_COLUMNS if backend is None or c != "backend"]
-    if table["model"].nunique() > 1:  # a sweep over `models`: its entries ran once per model
-        match.insert(0, "model")
-    ok = table[table["status"] == "ok"]
+    samples["tokens_per_s"] = samples[S.output_tokens].astype(float) / (samples[S.latency_ms] / 1e3)
+    match = [c for c in MATCH_COLUMNS if backend is None or c != R.backend]
+    if table[R.model].nunique() > 1:  # a sweep over `models`: its entries ran once per model
+        match.insert(0, R.model)
+    ok = table[table[R.status] == "ok"]
     return Side(
         name=name or str(folder),
         rows={_key(r, match): r for _, r in ok.iterrows()},
         samples={_tuple(k): g for k, g in samples.groupby(list(match), dropna=False)},
-        statuses={_key(r, match): str(r["status"]) for _, r in table.iterrows()},
+        statuses={_key(r, match): str(r[R.status]) for _, r in table.iterrows()},
     )
 
 

@@ -15,20 +15,21 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import pandas as pd
 
+from harness.measure.columns.names import R
 from plots.errors import PlotError
 from plots.load import BATCH, POINT_COLUMNS, SOURCE_COLUMN, STREAM, STREAM_POINT_COLUMNS
 
-DEFAULT_SERIES_COLUMNS = ("hardware", "backend", "tp_size", "pp_size", "num_devices", "nodes", "model")
+DEFAULT_SERIES_COLUMNS = (R.hardware, R.backend, R.tp_size, R.pp_size, R.num_devices, R.nodes, R.model)
 # Asked for when the chosen columns leave two rows of one curve at the same point (say two runs
 # on one machine): a zig-zag through both would be wrong, two labelled curves are not.
-DISAMBIGUATING_COLUMNS = DEFAULT_SERIES_COLUMNS + ("workload", "dtype", "benchmark_name", SOURCE_COLUMN)
-SERIES_CHOICES = ("benchmark_name", "backend", "model", "dtype", "hardware", "num_devices", "tp_size", "pp_size",
-                  "nodes", "workload",
+DISAMBIGUATING_COLUMNS = DEFAULT_SERIES_COLUMNS + (R.workload, R.dtype, R.benchmark_name, SOURCE_COLUMN)
+SERIES_CHOICES = (R.benchmark_name, R.backend, R.model, R.dtype, R.hardware, R.num_devices, R.tp_size, R.pp_size,
+                  R.nodes, R.workload,
                   SOURCE_COLUMN)
 SERIES = "series"
 PLOTTED_STATUS = "ok"
-_VALUE_FORMATS = {"tp_size": "TP {}", "pp_size": "PP {}", "num_devices": "{} devices", "nodes": "{} nodes",
-                  "dtype": "{}"}
+_VALUE_FORMATS = {R.tp_size: "TP {}", R.pp_size: "PP {}", R.num_devices: "{} devices", R.nodes: "{} nodes",
+                  R.dtype: "{}"}
 
 
 def parse_where(items: Iterable[str]) -> Dict[str, str]:
@@ -70,7 +71,7 @@ def series_columns(table: pd.DataFrame, requested: Optional[Sequence[str]] = Non
     # The defaults a table lacks (the parallel layout, in results from before it was recorded) are left out.
     columns = list(requested) if requested else [c for c in DEFAULT_SERIES_COLUMNS if c in table.columns]
     check_series_columns(columns)
-    point = [c for c in ("scenario", *POINT_COLUMNS, *STREAM_POINT_COLUMNS) if c in table.columns]
+    point = [c for c in (R.scenario, *POINT_COLUMNS, *STREAM_POINT_COLUMNS) if c in table.columns]
     for extra in DISAMBIGUATING_COLUMNS:
         if not table.duplicated(columns + point).any():
             break
@@ -85,8 +86,8 @@ def varying_columns(table: pd.DataFrame, columns: Sequence[str]) -> List[str]:
 
 def format_value(column: str, value: object) -> str:
     text = str(value)
-    if column in ("num_devices", "nodes") and text == "1":
-        return f"1 {column[4:-1] if column == 'num_devices' else 'node'}"
+    if column in (R.num_devices, R.nodes) and text == "1":
+        return f"1 {column[4:-1] if column == R.num_devices else 'node'}"
     return _VALUE_FORMATS.get(column, "{}").format(text)
 
 
@@ -100,7 +101,7 @@ def with_series(table: pd.DataFrame, requested: Optional[Sequence[str]] = None) 
     """A copy of the table with a `series` column naming the curve each row belongs to."""
     out = table.copy()
     # With a single default series, hardware and backend are what a reader needs from the legend.
-    fallback = list(requested) if requested else ["hardware", "backend"]
+    fallback = list(requested) if requested else [R.hardware, R.backend]
     out[SERIES] = series_labels(out, series_columns(out, requested), fallback)
     return out
 
@@ -112,30 +113,30 @@ def series_order(table: pd.DataFrame) -> List[str]:
 
 def of_scenario(table: pd.DataFrame, scenario: str) -> pd.DataFrame:
     """The batch rows or the stream rows (a table read without a `scenario` column is all batch)."""
-    if "scenario" not in table.columns:
+    if R.scenario not in table.columns:
         return table if scenario == BATCH else table.iloc[0:0]
-    return table[table["scenario"] == scenario]
+    return table[table[R.scenario] == scenario]
 
 
 def plotted(table: pd.DataFrame) -> pd.DataFrame:
     """Only the `ok` rows, by series (first seen first), lengths and load: lines follow batch size or rate."""
-    ok = table[table["status"] == PLOTTED_STATUS]
+    ok = table[table[R.status] == PLOTTED_STATUS]
     rank = {name: i for i, name in enumerate(series_order(table))}
-    keys = [c for c in ("input_length", "output_length", "batch_size", "request_rate") if c in ok.columns]
+    keys = [c for c in (R.input_length, R.output_length, R.batch_size, R.request_rate) if c in ok.columns]
     by_lengths = ok.sort_values(keys, kind="stable")
     return by_lengths.sort_values(SERIES, key=lambda column: column.map(rank), kind="stable")
 
 
 def dropped(table: pd.DataFrame) -> pd.DataFrame:
     """The rows that are not plotted: oom, skipped and error points."""
-    return table[table["status"] != PLOTTED_STATUS]
+    return table[table[R.status] != PLOTTED_STATUS]
 
 
 def require_plottable(table: pd.DataFrame) -> None:
     """PlotError naming the statuses when not a single point ended ok."""
-    if (table["status"] == PLOTTED_STATUS).any():
+    if (table[R.status] == PLOTTED_STATUS).any():
         return
-    counts = table["status"].replace("", "unknown").value_counts()
+    counts = table[R.status].replace("", "unknown").value_counts()
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
     raise PlotError(f"nothing to plot: none of the {len(table)} points ended ok ({summary})")
 
@@ -150,17 +151,17 @@ def describe_dropped(rows: pd.DataFrame, with_lengths: bool = False,
         with_series = SERIES in rows and rows[SERIES].nunique() > 1
     items = []
     for _, row in _in_point_order(rows).iterrows():
-        lengths = f" @ in {row['input_length']}/out {row['output_length']}" if with_lengths else ""
+        lengths = f" @ in {row[R.input_length]}/out {row[R.output_length]}" if with_lengths else ""
         prefix = f"{row[SERIES]}: " if with_series else ""
-        items.append(f"{prefix}{load_text(row)}{lengths} ({row['status'] or 'unknown'})")
+        items.append(f"{prefix}{load_text(row)}{lengths} ({row[R.status] or 'unknown'})")
     return items
 
 
 def load_text(row: pd.Series) -> str:
     """`bs 64` for a batch point; `rate 4/s`, `burst` and `, cap 8` for a stream point."""
-    if row.get("scenario", BATCH) != STREAM:
-        return f"bs {row['batch_size']}"
-    return rate_text(row["request_rate"]) + cap_text(row.get("max_concurrency"), ", cap {}")
+    if row.get(R.scenario, BATCH) != STREAM:
+        return f"bs {row[R.batch_size]}"
+    return rate_text(row[R.request_rate]) + cap_text(row.get(R.max_concurrency), ", cap {}")
 
 
 def rate_text(rate: object, unit: str = "rate {:g}/s") -> str:
@@ -218,7 +219,7 @@ def build_curves(rows: pd.DataFrame, x_column: str, y_column: str, by: str = SER
         group = group.dropna(subset=[x_column, y_column]).sort_values(order_by or x_column, kind="stable")
         if not group.empty:
             # Stream points have no batch size: their curves carry none.
-            sizes = group["batch_size"] if "batch_size" in group else pd.Series([], dtype=float)
+            sizes = group[R.batch_size] if R.batch_size in group else pd.Series([], dtype=float)
             batch_sizes = tuple(int(b) for b in sizes) if sizes.notna().all() else ()
             curves.append(Curve(str(name), tuple(group[x_column].astype(float)), tuple(group[y_column].astype(float)),
                                 batch_sizes))
@@ -231,7 +232,7 @@ def median_over_output_lengths(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     Prefill does not depend on how many tokens are decoded afterwards, so each output length is
     one more measurement of the same TTFT; the median keeps one noisy point from moving the line.
     """
-    keys = [SERIES, "batch_size", "input_length"]
+    keys = [SERIES, R.batch_size, R.input_length]
     return rows.dropna(subset=[column]).groupby(keys, sort=False, as_index=False)[column].median()
 
 
@@ -251,22 +252,22 @@ def fmt(value: object) -> str:
 def latency_with_ci(row: pd.Series) -> str:
     """`165 ±1.2%`: the mean latency and its 95% interval's half-width as a share of it; `*` when num_batches: auto
     stopped before the interval was narrow enough."""
-    low, high, mean = row.get("latency_ms_ci95_low"), row.get("latency_ms_ci95_high"), row["latency_ms_mean"]
+    low, high, mean = row.get(R.latency_ms_ci95_low), row.get(R.latency_ms_ci95_high), row[R.latency_ms_mean]
     if low is None or pd.isna(low) or not mean:
         return fmt(mean)
-    mark = "*" if row.get("converged") == "false" else ""
+    mark = "*" if row.get(R.converged) == "false" else ""
     return f"{fmt(mean)} ±{(high - low) / 2 / mean:.1%}{mark}"
 
 
 def length_pairs(rows: pd.DataFrame) -> List[Tuple[int, int]]:
     """Every (input_length, output_length) in the rows, ascending."""
-    pairs = rows[["input_length", "output_length"]].drop_duplicates().itertuples(index=False)
+    pairs = rows[[R.input_length, R.output_length]].drop_duplicates().itertuples(index=False)
     return sorted((int(i), int(o)) for i, o in pairs)
 
 
 def prompts_text(rows: pd.DataFrame) -> str:
     """`, prompts: chats.jsonl (chat)` when a prompt file was measured; nothing for random token ids."""
-    files = [w for w in dict.fromkeys(rows["workload"].astype(str)) if w != "random"]
+    files = [w for w in dict.fromkeys(rows[R.workload].astype(str)) if w != "random"]
     return f", prompts: {', '.join(files)}" if files else ""
 
 

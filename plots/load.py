@@ -13,29 +13,30 @@ from typing import List, Optional
 
 import pandas as pd
 
+from harness.measure.columns.names import Q, R
 from plots.errors import PlotError
 
-REQUIRED_COLUMNS = ("backend", "model", "dtype", "hardware", "batch_size", "input_length", "output_length",
-                    "status", "latency_ms_mean", "throughput_tokens_per_s")
-POINT_COLUMNS = ("batch_size", "input_length", "output_length")
+REQUIRED_COLUMNS = (R.backend, R.model, R.dtype, R.hardware, R.batch_size, R.input_length, R.output_length,
+                    R.status, R.latency_ms_mean, R.throughput_tokens_per_s)
+POINT_COLUMNS = (R.batch_size, R.input_length, R.output_length)
 # A stream point's load: its offered rate (inf: a burst) and its concurrency cap (blank: none).
-STREAM_POINT_COLUMNS = ("request_rate", "max_concurrency")
+STREAM_POINT_COLUMNS = (R.request_rate, R.max_concurrency)
 BATCH, STREAM = "batch", "stream"
 # Numbers whose names `_is_metric` does not recognise by their ending.
-NUMBER_COLUMNS = ("request_rate", "achieved_request_rate", "throughput_tokens_per_s", "prefill_tokens_per_s",
-                  "slo_percentile", "slo_attainment", "goodput", "num_requests", "max_concurrency_reached",
-                  "spec_tokens", "draft_steps", "draft_tokens_proposed", "draft_tokens_accepted", "acceptance_rate",
-                  "mean_accepted_length", "speedup_vs_baseline", "tokens_identical_share",
-                  "peak_memory_bandwidth_gbps", "peak_tflops", "decode_bytes_per_step", "decode_flops_per_step",
-                  "decode_bandwidth_gbps", "mbu", "prefill_bytes", "prefill_flops", "prefill_tflops", "mfu",
-                  "roofline_ratio", "cost_per_million_output_tokens", "energy_j_per_output_token", "avg_power_w",
-                  "prefix_cache_hit_rate", "server_prefix_cache_hit_rate", "logits_rel_error", "top1_agreement",
-                  "perplexity", "perplexity_delta")
-INTEGER_COLUMNS = POINT_COLUMNS + ("max_concurrency",)
+NUMBER_COLUMNS = (R.request_rate, R.achieved_request_rate, R.throughput_tokens_per_s, R.prefill_tokens_per_s,
+                  R.slo_percentile, R.slo_attainment, R.goodput, R.num_requests, R.max_concurrency_reached,
+                  R.spec_tokens, R.draft_steps, R.draft_tokens_proposed, R.draft_tokens_accepted, R.acceptance_rate,
+                  R.mean_accepted_length, R.speedup_vs_baseline, R.tokens_identical_share,
+                  R.peak_memory_bandwidth_gbps, R.peak_tflops, R.decode_bytes_per_step, R.decode_flops_per_step,
+                  R.decode_bandwidth_gbps, R.mbu, R.prefill_bytes, R.prefill_flops, R.prefill_tflops, R.mfu,
+                  R.roofline_ratio, R.cost_per_million_output_tokens, R.energy_j_per_output_token, R.avg_power_w,
+                  R.prefix_cache_hit_rate, R.server_prefix_cache_hit_rate, R.logits_rel_error, R.top1_agreement,
+                  R.perplexity, R.perplexity_delta)
+INTEGER_COLUMNS = POINT_COLUMNS + (R.max_concurrency,)
 # What a requests.csv row shares with its results.csv row (hardware and model may be filled in from the
 # manifest in results only, so they are left out).
-REQUEST_JOIN_COLUMNS = ("benchmark_name", "backend", "dtype", "num_devices", "tp_size", "pp_size", "nodes",
-                        "workload", "input_length", "output_length", "request_rate", "max_concurrency")
+REQUEST_JOIN_COLUMNS = (R.benchmark_name, R.backend, R.dtype, R.num_devices, R.tp_size, R.pp_size, R.nodes,
+                        R.workload, R.input_length, R.output_length, R.request_rate, R.max_concurrency)
 REQUESTS_CSV = "requests.csv"
 # Not in results.csv: the name of the folder a row came from, so two runs of one machine can be told apart.
 SOURCE_COLUMN = "source"
@@ -74,6 +75,11 @@ def manifest_hardware_label(manifest: dict) -> str:
     return f"{cpu} ({cores} cores)" if cores else str(cpu)
 
 
+def manifest_model_name(manifest: dict) -> str:
+    """The model's name as the manifest records it (fills an empty `model` column), or ""."""
+    return str((manifest.get("model") or {}).get("name") or "")
+
+
 def read_results(source: Path) -> pd.DataFrame:
     """One results.csv as text columns, with `hardware` and `model` filled from the manifest where empty."""
     path = results_csv_path(source)
@@ -87,30 +93,30 @@ def read_results(source: Path) -> pd.DataFrame:
     if missing:
         raise PlotError(f"{path}: not a benchmark results.csv (missing columns: {', '.join(missing)})")
     manifest = read_manifest(path)
-    _fill_empty(table, "hardware", manifest_hardware_label(manifest))
-    _fill_empty(table, "model", str((manifest.get("model") or {}).get("name") or ""))
-    if "workload" not in table.columns:  # results written before workloads existed held random ids only
-        table["workload"] = "random"
-    if "scenario" not in table.columns:  # results written before request streams were all batches
-        table["scenario"] = BATCH
-    table.loc[table["scenario"].str.strip() == "", "scenario"] = BATCH
+    _fill_empty(table, R.hardware, manifest_hardware_label(manifest))
+    _fill_empty(table, R.model, manifest_model_name(manifest))
+    if R.workload not in table.columns:  # results written before workloads existed held random ids only
+        table[R.workload] = "random"
+    if R.scenario not in table.columns:  # results written before request streams were all batches
+        table[R.scenario] = BATCH
+    table.loc[table[R.scenario].str.strip() == "", R.scenario] = BATCH
     for column in STREAM_POINT_COLUMNS:
         if column not in table.columns:
             table[column] = ""
     _fill_layout(table)
-    table = table.rename(columns={"rate_search": "search"})  # its name before batch searches
-    if "search" in table.columns:
+    table = table.rename(columns={"rate_search": R.search})  # its name before batch searches
+    if R.search in table.columns:
         # A search's own row holds its answer, no figures: the rows of the batches or rates it tried hold them
         # (the largest batch's is marked max_batch).
-        table = table[table["search"] != "result"].reset_index(drop=True)
-    if "server_metrics_file" in table.columns:  # written relative to its results folder
-        table["server_metrics_file"] = [str(path.parent / f) if f else "" for f in table["server_metrics_file"]]
+        table = table[table[R.search] != "result"].reset_index(drop=True)
+    if R.server_metrics_file in table.columns:  # written relative to its results folder
+        table[R.server_metrics_file] = [str(path.parent / f) if f else "" for f in table[R.server_metrics_file]]
     table[SOURCE_COLUMN] = path.parent.name
     return table
 
 
 def _fill_layout(table: pd.DataFrame) -> None:
-    for column in ("pp_size", "nodes"):  # results written before multi-node entries ran on one node, unpipelined
+    for column in (R.pp_size, R.nodes):  # results written before multi-node entries ran on one node, unpipelined
         if column not in table.columns:
             table[column] = "1"
 
@@ -161,7 +167,7 @@ def load_requests(sources: List[Path]) -> Optional[pd.DataFrame]:
         except (OSError, pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError):
             continue  # optional: the stream charts say what they could not draw
         _fill_layout(table)
-        if all(c in table.columns for c in REQUEST_JOIN_COLUMNS + ("ttft_ms",)):
+        if all(c in table.columns for c in REQUEST_JOIN_COLUMNS + (Q.ttft_ms,)):
             table[SOURCE_COLUMN] = path.parent.name
             tables.append(table)
     return to_numbers(pd.concat(tables, ignore_index=True)) if tables else None

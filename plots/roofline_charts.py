@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from harness.measure.columns.names import R
 from plots import data, style
 from plots.charts import (
     Chart,
@@ -25,15 +26,15 @@ from plots.charts import (
 from plots.labels import PointLabel, place_point_labels
 from plots.load import BATCH
 
-PHASES = (("prefill", "prefill_flops", "prefill_bytes", "ttft_ms_mean", "s"),
-          ("decode step", "decode_flops_per_step", "decode_bytes_per_step", "tpot_ms_mean", "o"))
+PHASES = (("prefill", R.prefill_flops, R.prefill_bytes, R.ttft_ms_mean, "s"),
+          ("decode step", R.decode_flops_per_step, R.decode_bytes_per_step, R.tpot_ms_mean, "o"))
 
 
 def _explained(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows that carry roofline figures (results from before them, streams and speculative entries do not)."""
-    if "peak_tflops" not in rows.columns:
+    if R.peak_tflops not in rows.columns:
         return rows.iloc[0:0]
-    return rows.dropna(subset=["peak_tflops", "peak_memory_bandwidth_gbps", "prefill_flops"])
+    return rows.dropna(subset=[R.peak_tflops, R.peak_memory_bandwidth_gbps, R.prefill_flops])
 
 
 def roofline(ctx: ChartContext) -> List[Chart]:
@@ -44,7 +45,7 @@ def roofline(ctx: ChartContext) -> List[Chart]:
 def _roofline_one(ctx: ChartContext, series: str, rows: pd.DataFrame) -> Chart:
     fig, ax = style.new_figure()
     color = ctx.palette.series_colors[series]
-    bandwidth, peak = rows["peak_memory_bandwidth_gbps"].iloc[0] * 1e9, rows["peak_tflops"].iloc[0] * 1e12
+    bandwidth, peak = rows[R.peak_memory_bandwidth_gbps].iloc[0] * 1e9, rows[R.peak_tflops].iloc[0] * 1e12
     labels, intensities = [], []
     for name, flops, moved, ms, marker in PHASES:
         part = rows.dropna(subset=[flops, moved, ms])
@@ -52,7 +53,7 @@ def _roofline_one(ctx: ChartContext, series: str, rows: pd.DataFrame) -> Chart:
         achieved = part[flops] / (part[ms] / 1e3)
         ax.scatter(intensity, achieved, marker=marker, color=color, zorder=3, label=name,
                    facecolors="none" if marker == "s" else color)
-        labels += [PointLabel(x, y, f"{b}", color) for x, y, b in zip(intensity, achieved, part["batch_size"])]
+        labels += [PointLabel(x, y, f"{b}", color) for x, y, b in zip(intensity, achieved, part[R.batch_size])]
         intensities += list(intensity)
     low, high = min(intensities) / 4, max(max(intensities) * 4, peak / bandwidth * 4)
     x = np.geomspace(low, high, 200)
@@ -69,19 +70,19 @@ def _roofline_one(ctx: ChartContext, series: str, rows: pd.DataFrame) -> Chart:
               labels=["prefill (FLOPs / TTFT)", "decode step (FLOPs / TPOT)", ax.get_legend_handles_labels()[1][-1]],
               title="numbers at points: batch size", loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     place_point_labels(ax, labels)
-    caption = ("Peaks: " + str(rows["hardware"].iloc[0]) + ", from manifest.json's hardware_peaks (datasheet on a GPU, "
+    caption = ("Peaks: " + str(rows[R.hardware].iloc[0]) + ", from manifest.json's hardware_peaks (datasheet on a GPU, "
                "measured on a CPU). Left of the ridge a phase is bound by memory bandwidth, right of it by compute; "
                "the gap below the roof is what the engine leaves unused.")
     return finish(ctx, fig, f"roofline_{ctx.slugs[series]}", "Roofline", title, caption)
 
 
 def mbu_vs_batch_size(ctx: ChartContext) -> List[Chart]:
-    rows = _explained(ctx.ok).dropna(subset=["mbu"])
+    rows = _explained(ctx.ok).dropna(subset=[R.mbu])
     if rows.empty:
         return []
-    grid = GridChart("mbu", "MBU (decode bandwidth / peak)", "decode memory-bandwidth utilization (MBU) vs batch size",
+    grid = GridChart(R.mbu, "MBU (decode bandwidth / peak)", "decode memory-bandwidth utilization (MBU) vs batch size",
                      "mbu_vs_batch_size", reference_y=1.0, reference_label="peak bandwidth")
-    return [series_grid(ctx, rows, grid, caption_mask=ctx.table["status"].notna())]
+    return [series_grid(ctx, rows, grid, caption_mask=ctx.table[R.status].notna())]
 
 
 def chart_jobs(ctx: ChartContext) -> List[ChartJob]:

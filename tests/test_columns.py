@@ -10,6 +10,7 @@ import pytest
 
 from harness.measure import columns, writers
 from harness.measure.annotations import Annotations
+from harness.measure.columns import names
 from harness.measure.columns.results import ENGINE_STAT_COLUMNS
 from harness.measure.explain import RooflineFigures
 from harness.measure.records import SLO, BatchSample, PointResult, RunContext
@@ -163,3 +164,34 @@ def test_reference_page_is_current():
     current = PAGE.read_text() if PAGE.exists() else ""
     assert current == columns.reference_markdown(), \
         "docs/reference/columns.md is out of date: run python scripts/gen_docs.py"
+
+
+# --- The names module the plots import (harness/measure/columns/names.py) ----------------------------------------
+
+NAMESPACES = {"results.csv": names.R, "samples.csv": names.S, "requests.csv": names.Q,
+              "server_metrics/*.csv": names.M}
+
+
+def names_mismatch(space: type, declared: list) -> list:
+    """What keeps a namespace from holding exactly the declared columns, each as an attribute valued its own name:
+    the lines to add (in the declarations' order), the attributes to remove, the values that differ from their name."""
+    held = {a: getattr(space, a) for a in dir(space) if not a.startswith("_")}
+    return ([f'add    {n} = "{n}"' for n in declared if n not in held]
+            + [f"remove {a}" for a in sorted(held) if a not in declared]
+            + [f"fix    {a} = {v!r}" for a, v in held.items() if a in declared and v != a])
+
+
+def test_the_names_module_holds_every_files_columns_exactly():
+    assert set(NAMESPACES) == set(columns.FILES), "a results file without a namespace in names.py, or the reverse"
+    wrong = [f"class {space.__name__} ({file}): {line}" for file, space in NAMESPACES.items()
+             for line in names_mismatch(space, list(columns.FILES[file]))]
+    assert wrong == [], "harness/measure/columns/names.py:\n" + "\n".join(wrong)
+
+
+def test_a_names_mismatch_is_seen_both_ways():
+    class Planted(names.Leading):
+        stale_ms = "stale_ms"  # held, not declared
+        scenario = "secnario"  # held under its name, misspelt
+    declared = [a for a in dir(names.Leading) if not a.startswith("_")] + ["brand_new_ms"]  # one not held
+    assert names_mismatch(Planted, declared) == ['add    brand_new_ms = "brand_new_ms"', "remove stale_ms",
+                                                 "fix    scenario = 'secnario'"]

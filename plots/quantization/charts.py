@@ -10,6 +10,7 @@ from typing import List
 import numpy as np
 import pandas as pd
 
+from harness.measure.columns.names import R
 from plots import data, style
 from plots.charts import Chart, ChartContext, ChartJob, finish, model_and_dtype, scenario_jobs
 from plots.data import SERIES
@@ -17,7 +18,7 @@ from plots.quantization.groups import BATCH_KEYS, Family, families, price_text, 
 from plots.load import BATCH
 
 SECTION = "Quantization: speed and its accuracy price"
-PANELS = (("throughput_tokens_per_s", "throughput (output tokens/s)"), ("tpot_ms_mean", "TPOT (ms, mean)"))
+PANELS = ((R.throughput_tokens_per_s, "throughput (output tokens/s)"), (R.tpot_ms_mean, "TPOT (ms, mean)"))
 
 
 def quantization_charts(ctx: ChartContext) -> List[Chart]:
@@ -26,8 +27,8 @@ def quantization_charts(ctx: ChartContext) -> List[Chart]:
         rows = shared_points(family, BATCH_KEYS)
         if rows.empty:
             continue
-        largest = rows.groupby(["input_length", "output_length"])["batch_size"].transform("max")
-        charts.append(_one(ctx, family, rows[rows["batch_size"] == largest]))
+        largest = rows.groupby([R.input_length, R.output_length])[R.batch_size].transform("max")
+        charts.append(_one(ctx, family, rows[rows[R.batch_size] == largest]))
     return charts
 
 
@@ -37,19 +38,19 @@ def _one(ctx: ChartContext, family: Family, rows: pd.DataFrame) -> Chart:
     names = [s for s in family.series if s in set(rows[SERIES])]
     x = np.arange(len(names))
     for r, (input_length, output_length) in enumerate(pairs):
-        at = rows[(rows["input_length"] == input_length) & (rows["output_length"] == output_length)]
+        at = rows[(rows[R.input_length] == input_length) & (rows[R.output_length] == output_length)]
         at = at.set_index(SERIES).loc[names]
         for c, (column, label) in enumerate(PANELS):
             ax = axes[r, c]
             bars = ax.bar(x, at[column], color=[ctx.palette.series_colors[n] for n in names], width=0.6)
             if column == PANELS[0][0]:
                 for bar, (_, row) in zip(bars, at.iterrows()):
-                    text = "reference" if row["quantization"] == "none" else price_text(row)
+                    text = "reference" if row[R.quantization] == "none" else price_text(row)
                     ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
                                 va="bottom", fontsize=8.5, xytext=(0, 2), textcoords="offset points")
             ax.set_xticks(x, names)
             ax.set_ylabel(label)
-            ax.set_title(f"input {input_length} / output {output_length}, batch {int(at['batch_size'].iloc[0])}",
+            ax.set_title(f"input {input_length} / output {output_length}, batch {int(at[R.batch_size].iloc[0])}",
                          fontsize=11)
             ax.margins(y=0.15)
     title = f"{model_and_dtype(rows)}: {family.reference} by quantization"

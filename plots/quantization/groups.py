@@ -10,12 +10,13 @@ from typing import List, Sequence
 import pandas as pd
 
 from harness.config.sections import QualityConfig
+from harness.measure.columns.names import R
 from plots import data, load
 from plots.data import SERIES
 
-REFERENCE = "quality_reference"
-BATCH_KEYS = ["input_length", "output_length", "batch_size"]
-STREAM_KEYS = ["input_length", "output_length", "request_rate", "max_concurrency"]
+REFERENCE = R.quality_reference
+BATCH_KEYS = [R.input_length, R.output_length, R.batch_size]
+STREAM_KEYS = [R.input_length, R.output_length, R.request_rate, R.max_concurrency]
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class Family:
     def series(self) -> List[str]:
         """The unquantized series first, then the quantized ones in the sweep's order."""
         order = data.series_order(self.rows)
-        plain = [s for s in order if (self.rows.loc[self.rows[SERIES] == s, "quantization"] == "none").all()]
+        plain = [s for s in order if (self.rows.loc[self.rows[SERIES] == s, R.quantization] == "none").all()]
         return plain + [s for s in order if s not in plain]
 
 
@@ -46,16 +47,16 @@ def families(table: pd.DataFrame) -> List[Family]:
     if quantized.empty:  # results from before the column have none
         return []
     out = []
-    for (model, hardware, reference), _ in quantized.groupby(["model", "hardware", REFERENCE], sort=False):
-        same = (table["model"] == model) & (table["hardware"] == hardware)
-        members = same & ((table["backend"] == reference) | (table[REFERENCE].fillna("") == reference))
+    for (model, hardware, reference), _ in quantized.groupby([R.model, R.hardware, REFERENCE], sort=False):
+        same = (table[R.model] == model) & (table[R.hardware] == hardware)
+        members = same & ((table[R.backend] == reference) | (table[REFERENCE].fillna("") == reference))
         out.append(Family(str(reference), table[members]))
     return out
 
 
 def shared_points(family: Family, keys: Sequence[str]) -> pd.DataFrame:
     """The family's ok rows at the points where every one of its series ran ok."""
-    ok = family.rows[family.rows["status"] == data.PLOTTED_STATUS]
+    ok = family.rows[family.rows[R.status] == data.PLOTTED_STATUS]
     if ok.empty:
         return ok
     counts = ok.groupby(list(keys), dropna=False)[SERIES].transform("nunique")
@@ -75,7 +76,7 @@ def accuracy_bound(sources: Sequence[Path]) -> float:
 
 def price_text(row: pd.Series) -> str:
     """`err 0.014, top-1 96%` (or `err -` where the point was not compared)."""
-    error, top1 = row.get("logits_rel_error"), row.get("top1_agreement")
+    error, top1 = row.get(R.logits_rel_error), row.get(R.top1_agreement)
     top = "" if top1 is None or pd.isna(top1) else f", top-1 {top1:.0%}"
     return f"err {data.fmt(error)}{top}"
 

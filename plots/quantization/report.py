@@ -8,6 +8,7 @@ from typing import List, Sequence
 
 import pandas as pd
 
+from harness.measure.columns.names import R
 from plots import data, load
 from plots.data import SERIES, fmt
 from plots.quantization.groups import Family, accuracy_bound, families, point_keys, shared_points
@@ -42,41 +43,41 @@ def _fastest_rows(family: Family, scenario: str, bound: float) -> List[str]:
     rows = shared_points(Family(family.reference, data.of_scenario(family.rows, scenario)), point_keys(scenario))
     out = []
     for _, at in rows.groupby(point_keys(scenario), dropna=False, sort=True):
-        plain = at[at["quantization"] == "none"]
-        errors = at["logits_rel_error"].where(at["quantization"] != "none", 0.0)
+        plain = at[at[R.quantization] == "none"]
+        errors = at[R.logits_rel_error].where(at[R.quantization] != "none", 0.0)
         within = at[errors <= bound]
         if plain.empty or within.empty:
             continue
-        best = within.loc[within["throughput_tokens_per_s"].idxmax()]
-        over = at[(errors > bound) & (at["throughput_tokens_per_s"] > best["throughput_tokens_per_s"])]
-        faster = "; ".join(f"{r[SERIES]} ({fmt(r['throughput_tokens_per_s'])} tokens/s, error "
-                           f"{fmt(r['logits_rel_error'])})" for _, r in over.iterrows()) or "-"
-        ratio = best["throughput_tokens_per_s"] / plain["throughput_tokens_per_s"].iloc[0]
-        cells = [family.reference, str(best["input_length"]), str(best["output_length"]), data.load_text(best),
-                 str(best[SERIES]), fmt(best["throughput_tokens_per_s"]), f"{ratio:.2f}x",
-                 fmt(0.0 if best["quantization"] == "none" else best["logits_rel_error"]), faster]
+        best = within.loc[within[R.throughput_tokens_per_s].idxmax()]
+        over = at[(errors > bound) & (at[R.throughput_tokens_per_s] > best[R.throughput_tokens_per_s])]
+        faster = "; ".join(f"{r[SERIES]} ({fmt(r[R.throughput_tokens_per_s])} tokens/s, error "
+                           f"{fmt(r[R.logits_rel_error])})" for _, r in over.iterrows()) or "-"
+        ratio = best[R.throughput_tokens_per_s] / plain[R.throughput_tokens_per_s].iloc[0]
+        cells = [family.reference, str(best[R.input_length]), str(best[R.output_length]), data.load_text(best),
+                 str(best[SERIES]), fmt(best[R.throughput_tokens_per_s]), f"{ratio:.2f}x",
+                 fmt(0.0 if best[R.quantization] == "none" else best[R.logits_rel_error]), faster]
         out.append("| " + " | ".join(cells) + " |")
     return out
 
 
 def _point_rows(family: Family) -> List[str]:
-    ok = family.rows[family.rows["status"] == data.PLOTTED_STATUS]
+    ok = family.rows[family.rows[R.status] == data.PLOTTED_STATUS]
     out = []
     for series in family.series:
         for _, r in ok[ok[SERIES] == series].iterrows():
-            weights = r.get("weight_bytes")
-            cells = [str(series), str(r.get("quality_reference") or "-") if r["quantization"] != "none" else "-",
-                     str(r["input_length"]), str(r["output_length"]), data.load_text(r),
+            weights = r.get(R.weight_bytes)
+            cells = [str(series), str(r.get(R.quality_reference) or "-") if r[R.quantization] != "none" else "-",
+                     str(r[R.input_length]), str(r[R.output_length]), data.load_text(r),
                      "-" if weights is None or pd.isna(weights) else fmt(weights / 1e6),
-                     fmt(r["throughput_tokens_per_s"]), fmt(r.get("tpot_ms_mean")), fmt(r.get("logits_rel_error")),
-                     fmt(r.get("top1_agreement")), _perplexity_text(r)]
+                     fmt(r[R.throughput_tokens_per_s]), fmt(r.get(R.tpot_ms_mean)), fmt(r.get(R.logits_rel_error)),
+                     fmt(r.get(R.top1_agreement)), _perplexity_text(r)]
             out.append("| " + " | ".join(cells) + " |")
     return out
 
 
 def _perplexity_text(row: pd.Series) -> str:
     """`7.31 (+0.042)`: quality.text's perplexity and its change from the unquantized entry's; `-` without a text."""
-    value, delta = row.get("perplexity"), row.get("perplexity_delta")
+    value, delta = row.get(R.perplexity), row.get(R.perplexity_delta)
     if value is None or pd.isna(value):
         return "-"
     return fmt(value) + ("" if delta is None or pd.isna(delta) else f" ({delta:+.3g})")

@@ -8,15 +8,16 @@ from typing import List
 
 import pandas as pd
 
+from harness.measure.columns.names import R
 from plots.charts import Chart, ChartContext, ChartJob, GridChart, scenario_jobs, series_grid
 from plots.load import BATCH
 
 
 def speculative_mask(table: pd.DataFrame) -> pd.Series:
     """Rows of entries that speculate (`spec_method` filled); none in results from before the column."""
-    if "spec_method" not in table.columns:
+    if R.spec_method not in table.columns:
         return pd.Series(False, index=table.index)
-    return table["spec_method"].fillna("").astype(str).str.strip() != ""
+    return table[R.spec_method].fillna("").astype(str).str.strip() != ""
 
 
 def baselines_note(rows: pd.DataFrame) -> str:
@@ -28,20 +29,20 @@ def baselines_note(rows: pd.DataFrame) -> str:
 
 
 def speedup_vs_batch_size(ctx: ChartContext) -> List[Chart]:
-    rows = ctx.ok[speculative_mask(ctx.ok)].dropna(subset=["speedup_vs_baseline"])
+    rows = ctx.ok[speculative_mask(ctx.ok)].dropna(subset=[R.speedup_vs_baseline])
     if rows.empty:
         return []
-    grid = GridChart("speedup_vs_baseline", "TPOT speed-up (baseline TPOT / TPOT)",
+    grid = GridChart(R.speedup_vs_baseline, "TPOT speed-up (baseline TPOT / TPOT)",
                      "speculative decoding: TPOT speed-up vs batch size", "spec_speedup_vs_batch_size",
                      reference_y=1.0, reference_label="no speed-up")
     return [series_grid(ctx, rows, grid, caption_mask=speculative_mask(ctx.table), note=baselines_note(rows))]
 
 
 def acceptance_vs_batch_size(ctx: ChartContext) -> List[Chart]:
-    rows = ctx.ok[speculative_mask(ctx.ok)].dropna(subset=["acceptance_rate"])
+    rows = ctx.ok[speculative_mask(ctx.ok)].dropna(subset=[R.acceptance_rate])
     if rows.empty:
         return []
-    grid = GridChart("acceptance_rate", "acceptance rate (accepted / proposed)",
+    grid = GridChart(R.acceptance_rate, "acceptance rate (accepted / proposed)",
                      "speculative decoding: acceptance rate vs batch size", "spec_acceptance_vs_batch_size")
     return [series_grid(ctx, rows, grid, caption_mask=speculative_mask(ctx.table))]
 

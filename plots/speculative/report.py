@@ -7,6 +7,7 @@ from typing import List
 
 import pandas as pd
 
+from harness.measure.columns.names import R
 from plots import data
 from plots.data import SERIES, fmt
 from plots.speculative.charts import speculative_mask
@@ -17,7 +18,7 @@ SPEC_HEADER = ("| series | vs | k | input | output | load | acceptance | accepte
 
 def spec_lines(table: pd.DataFrame) -> List[str]:
     """The whole section; nothing when no entry speculates."""
-    rows = table[speculative_mask(table) & (table["status"] == data.PLOTTED_STATUS)]
+    rows = table[speculative_mask(table) & (table[R.status] == data.PLOTTED_STATUS)]
     if rows.empty:
         return []
     lines = ["## Speculative decoding", "",
@@ -25,8 +26,8 @@ def spec_lines(table: pd.DataFrame) -> List[str]:
              "accepted / proposed draft tokens; accepted length: tokens a verifying pass emits, its own included. "
              "Tokens identical: share of greedy tokens equal to the baseline's, which speculation must not change.",
              ""]
-    for method in sorted(rows["spec_method"].astype(str).unique()):
-        lines += [f"### {method}", "", *spec_table(rows[rows["spec_method"].astype(str) == method]), ""]
+    for method in sorted(rows[R.spec_method].astype(str).unique()):
+        lines += [f"### {method}", "", *spec_table(rows[rows[R.spec_method].astype(str) == method]), ""]
     lines += changed_tokens(rows)
     return lines
 
@@ -35,19 +36,19 @@ def spec_table(rows: pd.DataFrame) -> List[str]:
     lines = data.table_head(SPEC_HEADER, 2)
     for series in data.series_order(rows):
         of_series = rows[rows[SERIES] == series]
-        for _, r in of_series.sort_values(["input_length", "output_length", "batch_size", "request_rate"]).iterrows():
-            k = r["spec_tokens"]
-            cells = [series, str(r["spec_baseline"]) if pd.notna(r["spec_baseline"]) else "-",
-                     str(int(k)) if pd.notna(k) else "-", str(r["input_length"]), str(r["output_length"]),
-                     data.load_text(r), fmt(r["acceptance_rate"]), fmt(r["mean_accepted_length"]),
-                     fmt(r["tpot_ms_mean"]), fmt(r["speedup_vs_baseline"]), fmt(r["tokens_identical_share"])]
+        for _, r in of_series.sort_values([R.input_length, R.output_length, R.batch_size, R.request_rate]).iterrows():
+            k = r[R.spec_tokens]
+            cells = [series, str(r[R.spec_baseline]) if pd.notna(r[R.spec_baseline]) else "-",
+                     str(int(k)) if pd.notna(k) else "-", str(r[R.input_length]), str(r[R.output_length]),
+                     data.load_text(r), fmt(r[R.acceptance_rate]), fmt(r[R.mean_accepted_length]),
+                     fmt(r[R.tpot_ms_mean]), fmt(r[R.speedup_vs_baseline]), fmt(r[R.tokens_identical_share])]
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
 def changed_tokens(rows: pd.DataFrame) -> List[str]:
-    changed = rows[rows["tokens_identical_share"] < 1]
-    return [f"**Warning:** {r[SERIES]} at {data.load_text(r)}, input {r['input_length']} / output "
-            f"{r['output_length']}: {r['tokens_identical_share']:.1%} of its greedy tokens match "
-            f"{r['spec_baseline']}'s. Speculation changed the output (the method, or the numerics of verifying "
+    changed = rows[rows[R.tokens_identical_share] < 1]
+    return [f"**Warning:** {r[SERIES]} at {data.load_text(r)}, input {r[R.input_length]} / output "
+            f"{r[R.output_length]}: {r[R.tokens_identical_share]:.1%} of its greedy tokens match "
+            f"{r[R.spec_baseline]}'s. Speculation changed the output (the method, or the numerics of verifying "
             "several tokens in one pass)." for _, r in changed.iterrows()] + ([""] if len(changed) else [])

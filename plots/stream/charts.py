@@ -8,7 +8,7 @@ caption instead. Points that did not end ok are named in the caption, as in the 
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,7 @@ from matplotlib import ticker
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
+from harness.measure.columns.names import Q, R
 from plots import data, style
 from plots.charts import (
     Chart,
@@ -39,7 +40,9 @@ from plots.stream.turns import ttft_vs_context
 
 RATE_LABEL = "offered request rate (requests/s)"
 SUSTAINED_RING_SIZE = 15
-LATENCY_PANELS = (("ttft_ms", "TTFT"), ("e2e_ms", "E2E latency"))
+# Each panel's results.csv column per percentile drawn (style.PERCENTILE_STYLES' keys), and its name.
+LATENCY_PANELS = (({"p50": R.ttft_ms_p50, "p99": R.ttft_ms_p99}, "TTFT"),
+                  ({"p50": R.e2e_ms_p50, "p99": R.e2e_ms_p99}, "E2E latency"))
 
 
 def _title(rows: pd.DataFrame, what: str, group: StreamGroup) -> str:
@@ -78,8 +81,8 @@ def latency_vs_rate(ctx: ChartContext) -> List[Chart]:
 def _latency_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     rows = selections.on_rate_axis(group.rows(ctx.ok))
     fig, axes = style.new_grid(1, len(LATENCY_PANELS))
-    for ax, (metric, name) in zip(axes[0], LATENCY_PANELS):
-        _latency_panel(ax, rows, metric, ctx.palette)
+    for ax, (columns, name) in zip(axes[0], LATENCY_PANELS):
+        _latency_panel(ax, rows, columns, ctx.palette)
         ax.set_title(name, fontsize=11.5)
         ax.set_xlabel(RATE_LABEL)
         ax.set_ylabel(f"{name}, from scheduled arrival (ms)")
@@ -88,20 +91,20 @@ def _latency_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     fig.suptitle(title, x=axes[0, 0].get_position().x0, y=1.0 - 0.2 / fig.get_figheight(), ha="left",
                  va="top", fontweight="bold")
     _percentile_legend(fig, axes[0, -1], ctx.palette, data.series_order(rows))
-    burst = _burst_text(ctx, group, lambda r: (f"TTFT p50 {_fmt(r['ttft_ms_p50'])} / p99 {_fmt(r['ttft_ms_p99'])} ms, "
-                                               f"E2E p50 {_fmt(r['e2e_ms_p50'])} / p99 {_fmt(r['e2e_ms_p99'])} ms"))
+    burst = _burst_text(ctx, group, lambda r: (f"TTFT p50 {_fmt(r[R.ttft_ms_p50])} / p99 {_fmt(r[R.ttft_ms_p99])} ms, "
+                                               f"E2E p50 {_fmt(r[R.e2e_ms_p50])} / p99 {_fmt(r[R.e2e_ms_p99])} ms"))
     return finish(ctx, fig, f"stream_latency_vs_rate_{group.stem}", "Stream: latency vs request rate",
                    title.replace("\n", ", "), _caption(ctx, group, burst))
 
 
-def _latency_panel(ax: Axes, rows: pd.DataFrame, metric: str, palette: style.Palette) -> None:
+def _latency_panel(ax: Axes, rows: pd.DataFrame, columns: Dict[str, str], palette: style.Palette) -> None:
     for percentile, linestyle in style.PERCENTILE_STYLES.items():
-        for curve in data.build_curves(rows, "request_rate", f"{metric}_{percentile}"):
+        for curve in data.build_curves(rows, R.request_rate, columns[percentile]):
             ax.plot(curve.x, curve.y, color=palette.series_colors[curve.name], linestyle=linestyle,
                     marker=palette.series_markers[curve.name], zorder=3,
                     markerfacecolor="white" if percentile != "p50" else None)
-    style.set_rate_axis(ax, rows["request_rate"])
-    style.set_value_axis(ax, "y", pd.concat([rows[f"{metric}_{p}"] for p in style.PERCENTILE_STYLES]))
+    style.set_rate_axis(ax, rows[R.request_rate])
+    style.set_value_axis(ax, "y", pd.concat([rows[columns[p]] for p in style.PERCENTILE_STYLES]))
     ax.margins(x=0.06, y=0.1)
 
 
@@ -126,15 +129,15 @@ def throughput_vs_rate(ctx: ChartContext) -> List[Chart]:
 def _throughput_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     rows = selections.on_rate_axis(group.rows(ctx.ok))
     fig, ax = style.new_figure()
-    for curve in data.build_curves(rows, "request_rate", "throughput_tokens_per_s"):
+    for curve in data.build_curves(rows, R.request_rate, R.throughput_tokens_per_s):
         draw_series_curve(ax, curve, ctx.palette)
-    style.set_rate_axis(ax, rows["request_rate"])
-    style.set_value_axis(ax, "y", rows["throughput_tokens_per_s"])
+    style.set_rate_axis(ax, rows[R.request_rate])
+    style.set_value_axis(ax, "y", rows[R.throughput_tokens_per_s])
     ax.margins(x=0.06, y=0.1)
     title = _title(rows, "output throughput vs offered rate", group)
     decorate(ax, title, RATE_LABEL, "output throughput (tokens/s)")
     legend_right(ax, "series")
-    burst = _burst_text(ctx, group, lambda r: f"{_fmt(r['throughput_tokens_per_s'])} tokens/s")
+    burst = _burst_text(ctx, group, lambda r: f"{_fmt(r[R.throughput_tokens_per_s])} tokens/s")
     return finish(ctx, fig, f"stream_throughput_vs_rate_{group.stem}", "Stream: output throughput vs request rate",
                    title.replace("\n", ", "), _caption(ctx, group, burst))
 
@@ -149,18 +152,18 @@ def goodput_vs_rate(ctx: ChartContext) -> List[Chart]:
 def _goodput_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     rows = selections.on_rate_axis(group.rows(ctx.ok))
     fig, ax = style.new_figure()
-    ideal = np.geomspace(rows["request_rate"].min(), rows["request_rate"].max(), 64)  # smooth on a log2 axis too
+    ideal = np.geomspace(rows[R.request_rate].min(), rows[R.request_rate].max(), 64)  # smooth on a log2 axis too
     ax.plot(ideal, ideal, color="0.45", linestyle=":", linewidth=1.5, zorder=2, label="ideal: every request met the SLO")
-    for curve in data.build_curves(rows, "request_rate", "goodput"):
+    for curve in data.build_curves(rows, R.request_rate, R.goodput):
         draw_series_curve(ax, curve, ctx.palette)
     sustained = _mark_sustained(ax, rows, ctx.palette)
-    style.set_rate_axis(ax, rows["request_rate"])
+    style.set_rate_axis(ax, rows[R.request_rate])
     style.set_linear_axis(ax, "y")  # goodput may be 0: no log scale
     ax.margins(x=0.06, y=0.05)  # room below 0, so a point at 0 is not cut in half by the axis
     title = _title(rows, "goodput vs offered rate", group)
     decorate(ax, title, RATE_LABEL, "goodput (requests/s meeting the SLO)")
     legend_right(ax, "series")
-    burst = _burst_text(ctx, group, lambda r: f"goodput {_fmt(r['goodput'])} requests/s")
+    burst = _burst_text(ctx, group, lambda r: f"goodput {_fmt(r[R.goodput])} requests/s")
     slo = (f"SLO: {selections.slo_text(group.rows(ctx.table))}. "
            f"Ringed: the highest rate each series sustained ({sustained})")
     return finish(ctx, fig, f"stream_goodput_vs_rate_{group.stem}", "Stream: goodput vs request rate",
@@ -175,9 +178,9 @@ def _mark_sustained(ax: Axes, rows: pd.DataFrame, palette: style.Palette) -> str
         if best is None:
             texts.append(f"{series}: none")
             continue
-        ax.plot([best["request_rate"]], [best["goodput"]], linestyle="none", marker="o", markerfacecolor="none",
+        ax.plot([best[R.request_rate]], [best[R.goodput]], linestyle="none", marker="o", markerfacecolor="none",
                 markersize=SUSTAINED_RING_SIZE, markeredgewidth=1.6, color=palette.series_colors[series], zorder=4)
-        texts.append(f"{series}: {best['request_rate']:g}/s")
+        texts.append(f"{series}: {best[R.request_rate]:g}/s")
     ax.plot([], [], linestyle="none", marker="o", markerfacecolor="none", markersize=SUSTAINED_RING_SIZE * 0.7,
             markeredgewidth=1.4, color="0.3", label="highest rate meeting the SLO")
     return ", ".join(texts)
@@ -203,9 +206,9 @@ def _ttft_cdf_one(ctx: ChartContext, group: StreamGroup) -> Chart:
                                          "results.csv holds these points (written by an older harness?).")
     fig, ax = style.new_figure()
     for name in series:
-        _draw_cdf(ax, requests.loc[requests[SERIES] == name, "ttft_ms"], name, ctx.palette)
+        _draw_cdf(ax, requests.loc[requests[SERIES] == name, Q.ttft_ms], name, ctx.palette)
     _slo_line(ax, group.rows(ctx.table))
-    style.set_value_axis(ax, "x", requests["ttft_ms"])
+    style.set_value_axis(ax, "x", requests[Q.ttft_ms])
     ax.set_ylim(0, 1.02)
     ax.yaxis.set_major_formatter(ticker.PercentFormatter(1.0))
     rows = group.rows(ctx.ok)
@@ -228,7 +231,7 @@ def _draw_cdf(ax: Axes, values: pd.Series, name: str, palette: style.Palette) ->
 
 
 def _slo_line(ax: Axes, rows: pd.DataFrame) -> None:
-    targets = rows["slo_ttft_ms"].dropna().unique()
+    targets = rows[R.slo_ttft_ms].dropna().unique()
     if len(targets) == 1:
         ax.axvline(targets[0], color="0.45", linestyle=":", linewidth=1.5, zorder=2,
                    label=f"SLO: TTFT <= {targets[0]:g} ms")

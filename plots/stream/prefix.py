@@ -12,6 +12,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 import pandas as pd
 
+from harness.measure.columns.names import R
 from plots import data, style
 from plots.charts import Chart, ChartContext, finish, model_and_dtype
 from plots.data import SERIES, fmt
@@ -19,7 +20,7 @@ from plots.stream import selections
 from plots.stream.selections import StreamGroup
 
 SECTION = "Stream: prefix caching on vs off"
-COLUMN = "prefix_caching"
+COLUMN = R.prefix_caching
 
 
 def caching_of(rows: pd.DataFrame, series: str) -> Optional[bool]:
@@ -47,7 +48,7 @@ def _compared(ctx_rows: pd.DataFrame, group: StreamGroup) -> Optional[Tuple[pd.D
     rate = selections.highest_shared_ok_rate(rows, on + off)
     if rate is None:
         return None
-    at = rows[(rows["request_rate"] == rate) & (rows["status"] == data.PLOTTED_STATUS)]
+    at = rows[(rows[R.request_rate] == rate) & (rows[R.status] == data.PLOTTED_STATUS)]
     return at[at[SERIES].isin(on + off)], rate
 
 
@@ -64,11 +65,11 @@ def _one(ctx: ChartContext, group: StreamGroup, at: pd.DataFrame, rate: float) -
     fig, ax = style.new_figure()
     names = list(at[SERIES])
     x = np.arange(len(names))
-    for offset, (column, label, hatch) in zip((-0.2, 0.2), (("ttft_ms_p50", "p50", ""), ("ttft_ms_p99", "p99", "//"))):
+    for offset, (column, label, hatch) in zip((-0.2, 0.2), ((R.ttft_ms_p50, "p50", ""), (R.ttft_ms_p99, "p99", "//"))):
         colors = [ctx.palette.series_colors[n] for n in names]
         bars = ax.bar(x + offset, at[column], width=0.38, color=colors, hatch=hatch, edgecolor="white", label=label)
-        if column == "ttft_ms_p50":
-            hits = at["prefix_cache_hit_rate"] if "prefix_cache_hit_rate" in at.columns else [None] * len(names)
+        if column == R.ttft_ms_p50:
+            hits = at[R.prefix_cache_hit_rate] if R.prefix_cache_hit_rate in at.columns else [None] * len(names)
             for bar, hit in zip(bars, hits):
                 text = "hit rate -" if hit is None or pd.isna(hit) else f"hit rate {hit:.0%}"
                 ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
@@ -103,9 +104,9 @@ def prefix_caching_lines(rows: pd.DataFrame) -> List[str]:
 
 
 def _pair_line(where: str, load: str, on: str, a: pd.Series, off: str, b: pd.Series) -> str:
-    hit = a.get("prefix_cache_hit_rate")
+    hit = a.get(R.prefix_cache_hit_rate)
     hit_text = "unknown" if hit is None or pd.isna(hit) else f"{hit:.0%}"
-    ratio = a["ttft_ms_p50"] / b["ttft_ms_p50"] if b["ttft_ms_p50"] else float("nan")
-    return (f"{where}, {load}: TTFT p50 {fmt(a['ttft_ms_p50'])} ms with prefix caching ({on}, hit rate {hit_text}) "
-            f"vs {fmt(b['ttft_ms_p50'])} ms without ({off}), {ratio:.2f}x; p99 {fmt(a['ttft_ms_p99'])} vs "
-            f"{fmt(b['ttft_ms_p99'])} ms.")
+    ratio = a[R.ttft_ms_p50] / b[R.ttft_ms_p50] if b[R.ttft_ms_p50] else float("nan")
+    return (f"{where}, {load}: TTFT p50 {fmt(a[R.ttft_ms_p50])} ms with prefix caching ({on}, hit rate {hit_text}) "
+            f"vs {fmt(b[R.ttft_ms_p50])} ms without ({off}), {ratio:.2f}x; p99 {fmt(a[R.ttft_ms_p99])} vs "
+            f"{fmt(b[R.ttft_ms_p99])} ms.")

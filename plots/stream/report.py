@@ -8,6 +8,7 @@ from typing import List
 
 import pandas as pd
 
+from harness.measure.columns.names import R
 from plots import data
 from plots.data import SERIES, fmt, rate_text
 from plots.stream import selections
@@ -40,27 +41,27 @@ def stream_table(group: pd.DataFrame) -> List[str]:
     lines = data.table_head(STREAM_HEADER, 2)
     for series in data.series_order(group):
         of_series = group[group[SERIES] == series]
-        ok = (of_series["status"] == data.PLOTTED_STATUS).sum()
+        ok = (of_series[R.status] == data.PLOTTED_STATUS).sum()
         cells = [series, selections.series_batching(group, series) or "-", f"{ok} of {len(of_series)}"]
         best = selections.highest_sustained(of_series)
         if best is None:
             cells += ["none"] + ["-"] * 5
         else:
-            cells += [rate_text(best["request_rate"], "{:g}"), fmt(best["ttft_ms_p50"]), fmt(best["ttft_ms_p99"]),
-                      fmt(best["tpot_ms_p50"]), fmt(best["e2e_ms_p99"]), fmt(best["goodput"])]
+            cells += [rate_text(best[R.request_rate], "{:g}"), fmt(best[R.ttft_ms_p50]), fmt(best[R.ttft_ms_p99]),
+                      fmt(best[R.tpot_ms_p50]), fmt(best[R.e2e_ms_p99]), fmt(best[R.goodput])]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
 def slip_warnings(rows: pd.DataFrame) -> List[str]:
     """A line per point whose requests left the client late: its offered load was not the one asked for."""
-    late = rows[rows["send_slip_ms_p99"] > SLIP_WARN_MS]
+    late = rows[rows[R.send_slip_ms_p99] > SLIP_WARN_MS]
     lines = []
     for _, row in data.plotted(late).iterrows():
-        group = StreamGroup(int(row["input_length"]), int(row["output_length"]),
-                            None if pd.isna(row["max_concurrency"]) else int(row["max_concurrency"]))
-        lines += [f"> **Warning:** {row[SERIES]} at {rate_text(row['request_rate'])} ({group.text}): p99 send slip "
-                  f"{fmt(row['send_slip_ms_p99'])} ms > {SLIP_WARN_MS:g} ms. The client sent requests late, so it, "
+        group = StreamGroup(int(row[R.input_length]), int(row[R.output_length]),
+                            None if pd.isna(row[R.max_concurrency]) else int(row[R.max_concurrency]))
+        lines += [f"> **Warning:** {row[SERIES]} at {rate_text(row[R.request_rate])} ({group.text}): p99 send slip "
+                  f"{fmt(row[R.send_slip_ms_p99])} ms > {SLIP_WARN_MS:g} ms. The client sent requests late, so it, "
                   "not the engine, limited the offered load.", ""]
     return lines
 
@@ -86,12 +87,12 @@ def _compare(rows: pd.DataFrame, group: StreamGroup, static: str, continuous: st
     if rate is None:
         return (f"{where}: {static} (static) and {continuous} (continuous) ran ok at no common rate, so there is "
                 "no like-for-like comparison.")
-    at = rows[(rows["request_rate"] == rate) & (rows["status"] == data.PLOTTED_STATUS)].set_index(SERIES)
+    at = rows[(rows[R.request_rate] == rate) & (rows[R.status] == data.PLOTTED_STATUS)].set_index(SERIES)
     s, c = at.loc[static], at.loc[continuous]
     load = "in a burst (every request at once)" if rate == float("inf") else f"at {rate:g} requests/s"
     return (f"{where}: {load}, the highest rate both {static} (static) and {continuous} (continuous) ran ok, "
-            + _ratio("E2E p50", "static", "continuous", s["e2e_ms_p50"], c["e2e_ms_p50"], "ms") + ", and "
-            + _ratio("goodput", "continuous", "static", c["goodput"], s["goodput"], "requests/s") + ".")
+            + _ratio("E2E p50", "static", "continuous", s[R.e2e_ms_p50], c[R.e2e_ms_p50], "ms") + ", and "
+            + _ratio("goodput", "continuous", "static", c[R.goodput], s[R.goodput], "requests/s") + ".")
 
 
 def _ratio(what: str, top: str, bottom: str, a: float, b: float, unit: str) -> str:

@@ -13,6 +13,7 @@ from typing import Iterable, List, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from harness.measure.columns.names import R
 from plots.data import PLOTTED_STATUS, SERIES
 
 # What a stream's batching column may say: static, continuous, or server (an engine behind an HTTP server: how
@@ -33,9 +34,9 @@ class StreamGroup:
         return table[self.mask(table)]
 
     def mask(self, table: pd.DataFrame) -> pd.Series:
-        caps = table["max_concurrency"]
+        caps = table[R.max_concurrency]
         same_cap = caps.isna() if self.max_concurrency is None else caps == self.max_concurrency
-        return ((table["input_length"] == self.input_length) & (table["output_length"] == self.output_length)
+        return ((table[R.input_length] == self.input_length) & (table[R.output_length] == self.output_length)
                 & same_cap.fillna(False).astype(bool))
 
     @property
@@ -51,7 +52,7 @@ class StreamGroup:
 
 def stream_groups(rows: pd.DataFrame) -> List[StreamGroup]:
     """Every (lengths, cap) of the stream rows: lengths ascending, then caps ascending, no cap last."""
-    keys = rows[["input_length", "output_length", "max_concurrency"]].drop_duplicates().itertuples(index=False)
+    keys = rows[[R.input_length, R.output_length, R.max_concurrency]].drop_duplicates().itertuples(index=False)
     groups = {StreamGroup(int(i), int(o), None if pd.isna(c) else int(c)) for i, o, c in keys}
     return sorted(groups, key=lambda g: (g.input_length, g.output_length, g.max_concurrency is None,
                                          g.max_concurrency or 0))
@@ -59,16 +60,16 @@ def stream_groups(rows: pd.DataFrame) -> List[StreamGroup]:
 
 def on_rate_axis(rows: pd.DataFrame) -> pd.DataFrame:
     """Stream rows at an offered rate; a burst (rate inf) has no place on a rate axis."""
-    return rows[np.isfinite(rows["request_rate"].astype(float))]
+    return rows[np.isfinite(rows[R.request_rate].astype(float))]
 
 
 def bursts(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[np.isinf(rows["request_rate"].astype(float))]
+    return rows[np.isinf(rows[R.request_rate].astype(float))]
 
 
 def meets_slo(rows: pd.DataFrame) -> pd.Series:
     """Per stream row: at least the SLO's percentile of its requests met both targets (harness.measure.metrics.slo_met)."""
-    return (rows["status"] == PLOTTED_STATUS) & (rows["slo_attainment"] * 100 >= rows["slo_percentile"] - 1e-9)
+    return (rows[R.status] == PLOTTED_STATUS) & (rows[R.slo_attainment] * 100 >= rows[R.slo_percentile] - 1e-9)
 
 
 def highest_rate(rates: Iterable[float]) -> Optional[float]:
@@ -81,16 +82,16 @@ def highest_rate(rates: Iterable[float]) -> Optional[float]:
 def highest_sustained(rows: pd.DataFrame) -> Optional[pd.Series]:
     """The row at the highest offered rate that met the SLO (a burst: see `highest_rate`); None if none did."""
     met = rows[meets_slo(rows)]
-    rate = highest_rate(met["request_rate"])
-    return None if rate is None else met[met["request_rate"] == rate].iloc[0]
+    rate = highest_rate(met[R.request_rate])
+    return None if rate is None else met[met[R.request_rate] == rate].iloc[0]
 
 
 def highest_shared_ok_rate(rows: pd.DataFrame, series: Sequence[str]) -> Optional[float]:
     """The highest rate at which every one of `series` has an ok point in `rows`; None if there is none."""
-    ok = rows[rows["status"] == PLOTTED_STATUS]
+    ok = rows[rows[R.status] == PLOTTED_STATUS]
     shared = None
     for name in series:
-        rates = set(ok.loc[ok[SERIES] == name, "request_rate"].astype(float))
+        rates = set(ok.loc[ok[SERIES] == name, R.request_rate].astype(float))
         shared = rates if shared is None else shared & rates
     return highest_rate(shared or ())
 
@@ -98,7 +99,7 @@ def highest_shared_ok_rate(rows: pd.DataFrame, series: Sequence[str]) -> Optiona
 def series_batching(rows: pd.DataFrame, series: str) -> str:
     """What a series' stream rows say about how it batched (`static`, `continuous`, `server`), or ''."""
     of_series = rows[rows[SERIES] == series]
-    recorded = of_series["batching"].astype(str).str.strip() if "batching" in rows.columns else pd.Series([], dtype=str)
+    recorded = of_series[R.batching].astype(str).str.strip() if R.batching in rows.columns else pd.Series([], dtype=str)
     return "/".join(v for v in dict.fromkeys(recorded) if v and v != "nan")
 
 
@@ -112,6 +113,6 @@ def batching_kind(rows: pd.DataFrame, series: str) -> Optional[str]:
 
 def slo_text(rows: pd.DataFrame) -> str:
     """`TTFT <= 500 ms and TPOT <= 50 ms for at least 90% of requests`; each distinct SLO, joined by `; `."""
-    slos = rows[["slo_ttft_ms", "slo_tpot_ms", "slo_percentile"]].dropna().drop_duplicates()
+    slos = rows[[R.slo_ttft_ms, R.slo_tpot_ms, R.slo_percentile]].dropna().drop_duplicates()
     return "; ".join(f"TTFT <= {t:g} ms and TPOT <= {p:g} ms for at least {q:g}% of requests"
                      for t, p, q in slos.itertuples(index=False)) or "no SLO recorded"

@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import pandas as pd
 
+from harness.measure.columns.names import M, R
 from plots import data, style
 from plots.charts import Chart, ChartContext, finish, legend_right, model_and_dtype
 from plots.data import SERIES
@@ -16,7 +17,7 @@ from plots.stream import selections
 from plots.stream.selections import StreamGroup
 
 SECTION = "Stream: the server's queue and KV cache"
-SERIES_FILE = "server_metrics_file"
+SERIES_FILE = R.server_metrics_file
 
 
 def server_timeline(ctx: ChartContext) -> List[Chart]:
@@ -35,8 +36,8 @@ def _one(ctx: ChartContext, group: StreamGroup) -> Optional[Chart]:
     scraped = _scraped(rows)
     if scraped.empty:
         return None  # nothing scraped here: no chart, rather than an empty one
-    rate = float(scraped["request_rate"].max())
-    at = scraped[scraped["request_rate"] == rate]
+    rate = float(scraped[R.request_rate].max())
+    at = scraped[scraped[R.request_rate] == rate]
     fig, axes = style.new_grid(1, 2)
     queue_ax, kv_ax = axes[0]
     drawn = []
@@ -46,10 +47,10 @@ def _one(ctx: ChartContext, group: StreamGroup) -> Optional[Chart]:
         except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError):
             continue
         color, name = ctx.palette.series_colors[row[SERIES]], row[SERIES]
-        queue_ax.step(series["t_s"], series["requests_waiting"], where="post", color=color, label=f"{name}: waiting")
-        queue_ax.step(series["t_s"], series["requests_running"], where="post", color=color, linestyle="--",
+        queue_ax.step(series[M.t_s], series[M.requests_waiting], where="post", color=color, label=f"{name}: waiting")
+        queue_ax.step(series[M.t_s], series[M.requests_running], where="post", color=color, linestyle="--",
                       label=f"{name}: running")
-        kv_ax.plot(series["t_s"], series["kv_cache_usage"] * 100, color=color, label=name)
+        kv_ax.plot(series[M.t_s], series[M.kv_cache_usage] * 100, color=color, label=name)
         drawn.append(name)
     title = f"{model_and_dtype(at)}: the server's own queue and KV cache at {rate:g} requests/s\n{group.text}"
     queue_ax.set_title("requests queued and running", fontsize=11.5)

@@ -11,6 +11,7 @@ from typing import List, Optional
 import numpy as np
 import pandas as pd
 
+from harness.measure.columns.names import Q
 from plots import data, style
 from plots.charts import Chart, ChartContext, decorate, finish, legend_right, model_and_dtype
 from plots.data import SERIES
@@ -33,11 +34,11 @@ def _one(ctx: ChartContext, group: StreamGroup) -> Optional[Chart]:
     if rate is None:
         return None
     requests = requests_at(ctx, group, rate)
-    if "context_tokens" not in requests.columns:
+    if Q.context_tokens not in requests.columns:
         return None
-    requests = requests.assign(context_tokens=pd.to_numeric(requests["context_tokens"], errors="coerce"),
-                               ttft_ms=pd.to_numeric(requests["ttft_ms"], errors="coerce"))
-    requests = requests.dropna(subset=["context_tokens", "ttft_ms"])
+    requests = requests.assign(**{Q.context_tokens: pd.to_numeric(requests[Q.context_tokens], errors="coerce"),
+                                  Q.ttft_ms: pd.to_numeric(requests[Q.ttft_ms], errors="coerce")})
+    requests = requests.dropna(subset=[Q.context_tokens, Q.ttft_ms])
     if requests.empty:
         return None  # single-request streams: no conversation to chart
     fig, ax = style.new_figure()
@@ -46,7 +47,7 @@ def _one(ctx: ChartContext, group: StreamGroup) -> Optional[Chart]:
         if mine.empty:
             continue
         color = ctx.palette.series_colors[name]
-        ax.scatter(mine["context_tokens"], mine["ttft_ms"], s=14, alpha=0.45, color=color, edgecolors="none")
+        ax.scatter(mine[Q.context_tokens], mine[Q.ttft_ms], s=14, alpha=0.45, color=color, edgecolors="none")
         x, y = _binned_medians(mine)
         ax.plot(x, y, color=color, marker="o", linewidth=2, label=f"{name} ({len(mine)})")
     load = "a burst" if np.isinf(rate) else f"{rate:g} conversations/s"
@@ -61,8 +62,8 @@ def _one(ctx: ChartContext, group: StreamGroup) -> Optional[Chart]:
 
 
 def _binned_medians(requests: pd.DataFrame):
-    ordered = requests.sort_values("context_tokens")
+    ordered = requests.sort_values(Q.context_tokens)
     bins = np.array_split(np.arange(len(ordered)), min(BINS, len(ordered)))
-    x = [float(ordered["context_tokens"].iloc[b].median()) for b in bins if len(b)]
-    y = [float(ordered["ttft_ms"].iloc[b].median()) for b in bins if len(b)]
+    x = [float(ordered[Q.context_tokens].iloc[b].median()) for b in bins if len(b)]
+    y = [float(ordered[Q.ttft_ms].iloc[b].median()) for b in bins if len(b)]
     return x, y
