@@ -44,10 +44,14 @@ def assert_invariants(r):
     latency, ttft = float(r["latency_ms_mean"]), float(r["ttft_ms_mean"])
     assert 0 < ttft <= latency
     assert float(r["throughput_tokens_per_s"]) == pytest.approx(bs * n / latency * 1000, rel=0.01)
+    # The headline view's two speeds (docs/measurement.md, "Per GPU and per user"), to 0.1% as written.
+    per_gpu = float(r["throughput_tokens_per_s"]) / int(r["num_devices"])
+    assert float(r["output_tokens_per_s_per_gpu"]) == pytest.approx(per_gpu, rel=1e-3)
     if n > 1:
         assert latency == pytest.approx(ttft + (n - 1) * float(r["tpot_ms_mean"]), rel=0.05)
+        assert float(r["output_tokens_per_s_per_user"]) == pytest.approx(1000 / float(r["tpot_ms_mean"]), rel=1e-3)
     else:
-        assert r["tpot_ms_mean"] == r["tpot_ms_p99"] == ""
+        assert r["tpot_ms_mean"] == r["tpot_ms_p99"] == r["output_tokens_per_s_per_user"] == ""
 
 
 def assert_csv_contract(out, backend: str, points: int, num_batches: int, num_devices: int, tp_size: int):

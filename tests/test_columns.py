@@ -30,7 +30,9 @@ STAT_SUFFIX = re.compile(r"_(mean|p50|p90|p99|std|max|ci95_low|ci95_high)$")
 # What a name's ending says its unit is; first match wins, so longer endings come before the ones they end with.
 UNIT_BY_ENDING = (
     ("_cv", columns.RATIO), ("_ratio", columns.RATIO),
-    ("_tokens_per_s", columns.TOKENS_PER_S), ("_j_per_output_token", columns.JOULES_PER_TOKEN),
+    ("_tokens_per_s", columns.TOKENS_PER_S), ("_tokens_per_s_per_gpu", columns.TOKENS_PER_S),
+    ("_tokens_per_s_per_user", columns.TOKENS_PER_S), ("_j_per_output_token", columns.JOULES_PER_TOKEN),
+    ("_kwh_per_million_output_tokens", columns.KWH_PER_M_TOKENS),
     ("_ms", columns.MS), ("_s", columns.S),
     ("_bytes_per_step", columns.BYTES), ("_bytes", columns.BYTES),
     ("_gbps", columns.GBPS), ("_tflops", columns.TFLOPS),
@@ -44,7 +46,7 @@ UNIT_BY_ENDING = (
 )
 # Units a name must then say: a time, size, rate of work or power nobody should have to guess.
 NAMED_UNITS = {columns.MS, columns.S, columns.BYTES, columns.GBPS, columns.TFLOPS, columns.TOKENS_PER_S,
-               columns.WATTS, columns.JOULES, columns.JOULES_PER_TOKEN}
+               columns.WATTS, columns.JOULES, columns.JOULES_PER_TOKEN, columns.KWH_PER_M_TOKENS}
 CONTEXT = RunContext("columns-test", "hf", "tiny-llama", "fp32", "cpu", 1, 1)
 CONTRACT_LINK = re.compile(r"\]\(\.\./measurement\.md#([^)\s]+)\)")
 

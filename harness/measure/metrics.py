@@ -46,6 +46,8 @@ def summarize(samples: Sequence[BatchSample]) -> Dict[str, Optional[float]]:
     out.update(request_metrics(samples))
     out.update(spec_figures([s.spec for s in samples if s.spec is not None]))
     out.update(energy_figures(samples))
+    # A sequence of a static batch gets a token per decode step: its user sees 1 / TPOT (docs/measurement.md).
+    out["output_tokens_per_s_per_user"] = 1e3 / out["tpot_ms_mean"] if out.get("tpot_ms_mean") else None
     cached = [s.cached_tokens for s in samples if s.cached_tokens is not None]
     if samples and len(cached) == len(samples):  # every batch says: docs/measurement.md, "Shared prefixes"
         prompt = sum(sum(s.input_tokens) for s in samples)
@@ -76,10 +78,11 @@ def energy_figures(samples: Sequence[BatchSample]) -> Dict[str, Optional[float]]
     """Joules per output token and mean power over the timed batches, where every batch's energy was read."""
     energies = [s.energy_j for s in samples if s.energy_j is not None]
     if not samples or len(energies) < len(samples):
-        return {"energy_j_per_output_token": None, "avg_power_w": None}
+        return {"energy_j_per_output_token": None, "avg_power_w": None, "energy_kwh_per_million_output_tokens": None}
     joules = sum(energies)
-    return {"energy_j_per_output_token": joules / sum(sum(s.output_tokens) for s in samples),
-            "avg_power_w": joules / (sum(s.latency_ms for s in samples) / 1e3)}
+    per_token = joules / sum(sum(s.output_tokens) for s in samples)
+    return {"energy_j_per_output_token": per_token, "avg_power_w": joules / (sum(s.latency_ms for s in samples) / 1e3),
+            "energy_kwh_per_million_output_tokens": per_token * 1e6 / 3.6e6}
 
 
 SPEC_FIGURES = ("draft_steps", "draft_tokens_proposed", "draft_tokens_accepted", "acceptance_rate",
@@ -183,6 +186,9 @@ def point_figures(result: PointResult) -> Dict[str, Optional[float]]:
     elif result.stream is not None:  # too many requests failed: what failed is known, latencies are not reported
         failed = sum(not r.ok for r in result.stream.requests)
         figures.update(num_requests=len(result.stream.requests), requests_failed=failed)
+    throughput = figures.get("throughput_tokens_per_s")
+    # Per GPU: every device of the entry, on every node, shares the output (docs/measurement.md).
+    figures["output_tokens_per_s_per_gpu"] = throughput / result.context.num_devices if throughput is not None else None
     return figures
 
 
@@ -211,6 +217,7 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     }
     out.update(describe([f.ttft_ms for f in figures], "ttft_ms"))
     out.update(describe([f.tpot_ms for f in figures if f.tpot_ms is not None], "tpot_ms"))
+    out["output_tokens_per_s_per_user"] = per_user_speed(figures)
     out.update(describe([g for f in figures for g in f.itl_ms], "itl_ms"))
     out.update(describe([f.e2e_ms for f in figures], "e2e_ms"))
     slips = [f.send_slip_ms for f in figures]
@@ -224,6 +231,14 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     if any(r.turn is not None for r in timing.requests):
         out["num_conversations"] = sum(r.turn == 1 for r in timing.requests)
     return out
+
+
+def per_user_speed(figures: Sequence[RequestFigures]) -> Optional[float]:
+    """The median over requests of each one's output tokens after the first / the time from its first token to its
+    last: the speed a user reads at once the answer has started (docs/measurement.md, "Per GPU and per user").
+    Requests of one token, or whose tokens all came at once, have no such speed and are left out."""
+    speeds = [1e3 / f.tpot_ms for f in figures if f.tpot_ms]
+    return float(np.median(speeds)) if speeds else None
 
 
 def slo_attainment(timing: StreamTiming, slo: SLO) -> float:

@@ -47,12 +47,13 @@ BATCH_SEARCH = contract("the-largest-batch-batch_sizes-auto")
 SPECULATIVE = contract("speculative-decoding-speculative")
 ROOFLINE = contract("what-the-numbers-mean-mbu-mfu-the-roofline-cost")
 CONTEXT = contract("context")
+HEADLINE = contract("per-gpu-and-per-user")
 
 # Units, spelled once so that the test's suffix rules and the page agree.
 MS, S, TOKENS, TOKENS_PER_S, BYTES = "ms", "s", "tokens", "tokens/s", "bytes"
 GBPS, TFLOPS, FLOP, REQUESTS_PER_S = "GB/s", "TFLOP/s", "FLOP", "requests/s"
 SHARE, RATIO, COUNT, INDEX, PERCENT = "share 0-1", "ratio", "count", "index", "%"
-WATTS, JOULES, JOULES_PER_TOKEN = "W", "J", "J/token"
+WATTS, JOULES, JOULES_PER_TOKEN, KWH_PER_M_TOKENS = "W", "J", "J/token", "kWh/1M tokens"
 PRICE_PER_M_TOKENS = "currency/1M tokens"  # hardware.cost_per_hour's currency, whichever it is
 TEXT = ""
 

@@ -180,6 +180,10 @@ class R(Leading):
     # energy
     energy_j_per_output_token = "energy_j_per_output_token"
     avg_power_w = "avg_power_w"
+    energy_kwh_per_million_output_tokens = "energy_kwh_per_million_output_tokens"
+    # headline: per GPU against per user
+    output_tokens_per_s_per_gpu = "output_tokens_per_s_per_gpu"
+    output_tokens_per_s_per_user = "output_tokens_per_s_per_user"
 
 
 class S(Leading):

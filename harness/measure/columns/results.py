@@ -6,7 +6,7 @@ from harness.measure.columns.base import (
     BATCH_SEARCH, BYTES, CONTEXT_DECLARED, COUNT, Column, FLOP, GBPS, JOULES_PER_TOKEN, MS, MULTI_TURN, PERCENT,
     PER_POINT, PER_SEQUENCE, POINTS, POINT_DECLARED, PREFIXES, PRICE_PER_M_TOKENS, QUANTIZATION, RATIO, REQUESTS_PER_S,
     ROOFLINE, S, SAMPLING, SHARE, SPECULATIVE, SPECULATIVE_WHERE, STREAMS, TEXT, TFLOPS, TOKENS, TOKENS_PER_S,
-    UNCERTAINTY, WATTS, ZERO, ci95_family, draft_counters, keyed, stats_family,
+    UNCERTAINTY, WATTS, ZERO, HEADLINE, KWH_PER_M_TOKENS, ci95_family, draft_counters, keyed, stats_family,
 )
 from harness.measure.metrics import REQUEST_STATS
 
@@ -253,13 +253,26 @@ ENERGY_DECLARED = [
     Column("energy_j_per_output_token", JOULES_PER_TOKEN, "NVML energy of every GPU of the entry over the timed "
            f"batches / their output tokens; never estimated. {ROOFLINE}", ENERGY_WHERE),
     Column("avg_power_w", WATTS, f"That energy / the timed batches' summed latency. {ROOFLINE}", ENERGY_WHERE),
+    Column("energy_kwh_per_million_output_tokens", KWH_PER_M_TOKENS, "`energy_j_per_output_token` x 10^6 / "
+           f"3.6 x 10^6: the same energy per million output tokens, beside `cost_per_million_output_tokens`. "
+           f"{ROOFLINE}", ENERGY_WHERE),
+]
+
+# The field's headline view: throughput per GPU against the speed each user sees (plots' headline chart).
+HEADLINE_DECLARED = [
+    Column("output_tokens_per_s_per_gpu", TOKENS_PER_S, "`throughput_tokens_per_s` / `num_devices` (the entry's "
+           f"devices on every node; 1 for a CPU entry). {HEADLINE}", "all"),
+    Column("output_tokens_per_s_per_user", TOKENS_PER_S, "Output tokens per second one user sees once the answer "
+           "has started: a batch point's 1000 / `tpot_ms_mean` (a sequence gets a token per decode step); a stream "
+           "point's median over completed requests of (output tokens - 1) / (last token - first token). "
+           f"{HEADLINE}", "all"),
 ]
 
 RESULTS = keyed(
     CONTEXT_DECLARED + POINT_DECLARED  # results.csv holds both scenarios' rows
     + RUN_DECLARED + TIMING_DECLARED + UNCERTAINTY_DECLARED + TOKENS_DECLARED + REQUEST_DECLARED + MEMORY_DECLARED
     + STREAM_DECLARED + SEARCH_DECLARED + ENGINE_DECLARED + SERVER_DECLARED + SPEC_DECLARED + CROSSCHECK_DECLARED
-    + QUALITY_DECLARED + ROOFLINE_DECLARED + ENERGY_DECLARED
+    + QUALITY_DECLARED + ROOFLINE_DECLARED + ENERGY_DECLARED + HEADLINE_DECLARED
 )
 
 # The columns an engine's own figures fill (Backend.engine_stats); its other figures go to the manifest only.
