@@ -17,7 +17,7 @@ from rich.console import Console
 
 from app.console import console, err_console, print_capacity, print_plan
 from app.session import SweepOptions, check_resumable, run_sweep
-from backends.registry import BACKENDS
+from backends.registry import BACKENDS, engine_distributions
 from harness.config import schema
 from harness.config.sweep import SweepConfig, load_config, model_sections, to_plain
 from harness.errors import UserError
@@ -196,7 +196,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    options = SweepOptions(argv, plots=not args.no_plots, control=control)
+    options = SweepOptions(argv, plots=not args.no_plots, control=control, engine_distributions=engine_distributions())
     if args.emit_log_markers:
         from harness.measure.logmarkers import LogMarkers
 

@@ -79,6 +79,8 @@ class SweepOptions:
     plots: bool = True
     observer: SweepObserver = dataclasses.field(default_factory=Unobserved)
     control: Optional[NodeControl] = None  # node 0's rendezvous, where an entry spans several nodes (closed at the end)
+    # The registered engines' distributions, whose versions the manifest records (backends/registry.py)
+    engine_distributions: Tuple[str, ...] = ()
 
 
 def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:
@@ -153,7 +155,7 @@ def start_manifest(config: SweepConfig, plans: List[EntryPlan], groups: List[Tup
     """What is known before anything runs: config, command, models (one section each when there are several),
     entries, and the runs a resumed sweep continues."""
     manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(groups[0][0]),
-                              [_entry_info(p) for p in plans])
+                              [_entry_info(p) for p in plans], options.engine_distributions)
     if len(groups) > 1:  # what is said of one model is said in its own section
         manifest["models"] = [_model_info(model) for model, _ in groups]
         del manifest["model"]

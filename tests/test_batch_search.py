@@ -72,7 +72,7 @@ def test_start_is_clamped_to_the_limit():
 
 
 def test_the_plan_starts_at_the_estimate_and_a_host_never_goes_past_it(model):
-    from backends.hf import HFBackend, HFOptions
+    from backends.generate.hf import HFBackend, HFOptions
 
     config = SweepConfig(benchmark_name="t", batch_sizes="auto", output_lengths=[64], workload=RandomOptions())
     point = SweepPoint(512, 64, None, batch_search=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.accelerate_pp import AccelerateBackend, AccelerateOptions
-from backends.hf import HFBackend, HFOptions
+from backends.generate.accelerate_pp import AccelerateBackend, AccelerateOptions
+from backends.generate.hf import HFBackend, HFOptions
 from harness.config.sections import ModelConfig
 from harness.measure.crosscheck import identical_share
 from harness.model.spec import resolve_model

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
+from backends.generate.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
 from harness.errors import UserError
 from harness.plan.points import SweepShape
 from tests.conftest import run_benchmark

@@ -137,7 +137,7 @@ def test_quantization_with_zero_is_skipped_with_the_reason(tmp_path, capsys):
 
 def test_the_zero_entry_gets_its_own_environment():
     """LOCAL_SIZE sized to the ranks (DeepSpeed's CPU all-reduce needs it under torchrun) and the CPU accelerator."""
-    from backends.deepspeed_zero import ZeroBackend, ZeroOptions
+    from backends.generate.deepspeed_zero import ZeroBackend, ZeroOptions
 
     options = ZeroOptions(name="deepspeed_zero", device="cpu", num_ranks=2)
     env = ZeroBackend.launch_env(options, ZeroBackend.resolve_placement(options))

@@ -2,8 +2,8 @@
 
 import pytest
 
-from backends.hf import HFBackend, HFOptions
-from backends.hf_batching import StepClock, tokens_produced
+from backends.generate.base import StepClock, tokens_produced
+from backends.generate.hf import HFBackend, HFOptions
 from harness.config.sections import ModelConfig
 from harness.model.spec import resolve_model
 from harness.plan.points import SweepShape

@@ -6,9 +6,9 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from backends.accelerate_pp import AccelerateBackend, AccelerateOptions
-from backends.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
-from backends.hf import HFBackend, HFOptions
+from backends.generate.accelerate_pp import AccelerateBackend, AccelerateOptions
+from backends.generate.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
+from backends.generate.hf import HFBackend, HFOptions
 from harness.errors import UserError
 from harness.plan.points import SweepShape
 from harness.scenarios.arrivals import arrival_times

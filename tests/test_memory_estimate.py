@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from backends.hf import HFBackend, HFOptions
+from backends.generate.hf import HFBackend, HFOptions
 from harness.config.sections import ModelConfig
 from harness.measure.peak_memory import process_rss_bytes, release_freed_host_memory
 from harness.model.memory import kv_cache_bytes

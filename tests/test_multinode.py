@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from backends.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
+from backends.generate.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
 from backends.vllm_engine import VLLMBackend, VLLMOptions
 from harness.config.cluster import ClusterConfig, validate_cluster
 from harness.errors import UserError

@@ -14,8 +14,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from app.cli import main
-from backends.deepspeed_tp import _slice_of
-from backends.hf import HFBackend, HFOptions
+from backends.generate.deepspeed_tp import _slice_of
+from backends.generate.hf import HFBackend, HFOptions
 from backends.openai_compat.backend import OpenAIBackend, OpenAIOptions
 from backends.vllm_engine.architectures import removed_architecture
 from backends.vllm_engine import VLLMBackend, VLLMOptions

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from app.cli import main
-from backends.hf import HFBackend, HFOptions
+from backends.generate.hf import HFBackend, HFOptions
 from harness.config.sections import ModelConfig
 from harness.measure.writers import RESULT_COLUMNS
 from harness.model.spec import resolve_model

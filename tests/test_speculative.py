@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from backends.hf import HFBackend, HFOptions
+from backends.generate.hf import HFBackend, HFOptions
 from backends.registry import BACKENDS
 from backends.vllm_engine import VLLMBackend, VLLMOptions
 from harness.config.sections import ModelConfig

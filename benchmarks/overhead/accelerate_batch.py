@@ -14,7 +14,7 @@ from __future__ import annotations
 from hf_batch import measure
 from pairs import arguments
 
-from backends.accelerate_pp import AccelerateBackend, AccelerateOptions
+from backends.generate.accelerate_pp import AccelerateBackend, AccelerateOptions
 from harness.config.sections import ModelConfig
 from harness.model.spec import resolve_model
 from harness.plan.points import SweepShape

@@ -22,8 +22,8 @@ import sys
 
 from pairs import MARK, REPO, alternate, arguments, batch_shape, emit, figure
 
-from backends.deepspeed_ranks import shm_allreduce_active
-from backends.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
+from backends.generate.deepspeed_ranks import shm_allreduce_active
+from backends.generate.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
 
 TP_SIZE = 2
 PATH = "deepspeed tp 2 batch"

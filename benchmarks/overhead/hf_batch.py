@@ -16,7 +16,8 @@ from pairs import alternate, arguments, batch_shape, emit, figure
 
 import torch
 
-from backends.hf import HFBackend, HFOptions, device_sync
+from backends.generate.base import device_sync
+from backends.generate.hf import HFBackend, HFOptions
 from harness.config.sections import ModelConfig
 from harness.model.spec import resolve_model
 from harness.plan.points import SweepShape

@@ -3,7 +3,7 @@
 
 The target is the tiny preset with 4 layers (random weights, fp32, sdpa); the draft is `layers_of_target: 1`, the
 target's own first layer and head (harness/model/drafts.py), proposing --num-speculative-tokens tokens per step.
-The backend (backends/hf_assisted.py) puts k on the draft's own generation_config (num_assistant_tokens, a constant
+The backend (backends/generate/assisted.py) puts k on the draft's own generation_config (num_assistant_tokens, a constant
 schedule, no confidence cut-off), which is where transformers reads it, so the bare side, handed the same draft,
 speculates exactly alike. Both sides: the same ids (hf_batch's draw of the random workload, a fresh one per pair),
 greedy, exactly --output-length tokens (min_new_tokens); the bare call runs without the harness's pass-counting
@@ -24,8 +24,9 @@ from pairs import Tokens, alternate, arguments, batch_shape, check_tokens, emit,
 
 import torch
 
-from backends.hf import HFBackend, HFOptions, device_sync
-from backends.hf_assisted import TargetPasses
+from backends.generate.assisted import TargetPasses
+from backends.generate.base import device_sync
+from backends.generate.hf import HFBackend, HFOptions
 from harness.config.sections import ModelConfig
 from harness.config.speculative import parse
 from harness.model.spec import resolve_model

@@ -5,7 +5,7 @@ The model is the tiny preset (random weights, fp32, sdpa) in an `hf` entry with 
 max_batch_size the largest N asked for, so that every request of a stream runs in the same steps. One pair is one
 set of N requests, every one arriving at time 0 (a `burst` stream), run once by each side:
 
-- harness: `backend.serve(stream)` (backends/hf_continuous.py: `drive` adds each request to the manager with its
+- harness: `backend.serve(stream)` (backends/generate/continuous.py: `drive` adds each request to the manager with its
   own result handler, streaming every token back to the harness's event loop); the figure is the stream's makespan
   as the harness records it, StreamTiming.end_s - start_s (time zero, when every request is due, until the last
   request's last token has come back).
@@ -36,7 +36,7 @@ from typing import List, Tuple
 
 from pairs import Tokens, alternate, arguments, check_tokens, emit, figure, served
 
-from backends.hf import HFBackend, HFOptions
+from backends.generate.hf import HFBackend, HFOptions
 from harness.config.sections import ModelConfig
 from harness.model.spec import resolve_model
 from harness.plan.points import SweepShape

@@ -1,8 +1,8 @@
 """Speculative decoding as a property of a backend entry: its `speculative` section, the draft model it names,
 and which entry of the sweep is its baseline (the same engine without speculation).
 
-A backend maps the section to its engine's own mechanism (backends/hf.py: assisted generation; backends/
-vllm_engine/speculative.py: `speculative_config`) and reports the engine's counters as `timing.SpecCounts`; the
+A backend maps the section to its engine's own mechanism (backends/generate/assisted.py: transformers' assisted
+generation; backends/vllm_engine/speculative.py: `speculative_config`) and reports the engine's counters as `timing.SpecCounts`; the
 definitions of every figure are in docs/measurement.md, "Speculative decoding".
 """
 

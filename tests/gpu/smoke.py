@@ -14,17 +14,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from subprocess import CompletedProcess
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 from tests.contract import assert_csv_contract, processes_with, rows
 
 SMOKE_YAML = REPO / "yamls" / "gpu-smoke.yaml"
-LABELS = ("hf", "accelerate", "deepspeed", "vllm", "deepspeed_zero")  # the YAML's entries: backends.0 ... backends.4
-# Entries holding the harness's random weights: their greedy tokens are compared with hf's.
-SAME_WEIGHTS = ("accelerate", "deepspeed", "deepspeed_zero")
+# The YAML's entries, backends.0 ... backends.4 (hf, accelerate, deepspeed, vllm, deepspeed_zero): each one's label is
+# its engine's name. The first, hf, is the reference the others' greedy tokens are compared with.
+LABELS = tuple(entry["name"] for entry in yaml.safe_load(SMOKE_YAML.read_text())["backends"])
 POINTS = 2  # batch sizes 1 and 8, input 128, output 32
 NUM_BATCHES = 3
 NO_CUDA = "needs a CUDA device"
@@ -73,23 +74,32 @@ def gpu_counts() -> List[int]:
     return [1] + ([n] if n > 1 else [])
 
 
-def sweep_args(device: str, gpus: int) -> Tuple[List[str], Dict[str, Tuple[int, int]]]:
-    """`key=value` overrides of the smoke YAML for this device and GPU count, and each entry's (num_devices,
-    tp_size) as results.csv must state it."""
+def sweep_args(device: str, gpus: int) -> List[str]:
+    """`key=value` overrides of the smoke YAML for this device and GPU count: on GPUs, accelerate, deepspeed and vllm
+    (backends.1, .2, .3) spread over all `gpus` of them."""
     if device == "cpu":
-        return CPU_OVERRIDES, {"hf": (1, 1), "accelerate": (1, 1), "deepspeed": (2, 2), "vllm": (1, 1),
-                               "deepspeed_zero": (1, 1)}
-    overrides = [f"backends.1.num_devices={gpus}", f"backends.2.tp_size={gpus}", f"backends.3.tp_size={gpus}"]
-    return overrides, {"hf": (1, 1), "accelerate": (gpus, 1), "deepspeed": (gpus, gpus), "vllm": (gpus, gpus),
-                       "deepspeed_zero": (1, 1)}
+        return CPU_OVERRIDES
+    return [f"backends.1.num_devices={gpus}", f"backends.2.tp_size={gpus}", f"backends.3.tp_size={gpus}"]
+
+
+def engine_class(label: str):
+    """The backend class of an entry of the smoke YAML (its label is its engine's name)."""
+    from backends.registry import BACKENDS
+
+    return BACKENDS.get(label, label)
+
+
+def same_weights() -> Tuple[str, ...]:
+    """The entries whose greedy tokens are compared with the reference's (LABELS[0]): those whose engine builds the
+    harness's random weights (`harness_random_weights`; harness/measure/crosscheck.py). vLLM draws its own dummy
+    weights here (this YAML leaves its random_weights at dummy)."""
+    return tuple(label for label in LABELS[1:] if engine_class(label).harness_random_weights)
 
 
 def missing_engine(label: str) -> Optional[str]:
     """Why an entry of the smoke YAML cannot run here at all (`vllm is not installed`), or None: the reason the sweep
     records for its points (backends/base.py, `not_installed`)."""
-    from backends.registry import BACKENDS
-
-    return BACKENDS.get(label, label).not_installed()
+    return engine_class(label).not_installed()
 
 
 def installed_labels() -> Tuple[str, ...]:
@@ -115,7 +125,16 @@ class Sweep:
 
     @property
     def placements(self) -> Dict[str, Tuple[int, int]]:
-        return sweep_args(self.device, self.gpus)[1]
+        """Each entry's (num_devices, tp_size) as results.csv must state it: what its engine class resolves the options
+        the manifest recorded to (`resolve_placement`, on this machine, where the sweep ran)."""
+        from backends.registry import BACKENDS
+
+        found = {}
+        for entry in self.manifest()["backends"]:
+            label = entry["label"]
+            placement = engine_class(label).resolve_placement(BACKENDS.options(entry["options"], label))
+            found[label] = (placement.num_devices, placement.tp_size)
+        return found
 
     @property
     def model(self) -> str:
@@ -173,29 +192,47 @@ def check_results_contract(sweep: Sweep, label: str) -> None:
 
 
 def check_placement(sweep: Sweep, label: str) -> None:
-    """What each engine reports it built: accelerate's layers spread over its GPUs, deepspeed's AutoTP shards over
-    NCCL (gloo on the CPU), vLLM's tensor-parallel size."""
-    runtime = sweep.entry(label)["runtime"]
+    """An entry the overrides spread over the GPUs (`sweep_args`) resolved to all of them, and reports what it built
+    there in its own runtime keys (`SPREAD`)."""
     num_devices, tp_size = sweep.placements[label]
-    if label == "accelerate":
-        assert runtime["num_devices"] == num_devices
-        layers = runtime["layers_per_device"]
-        if sweep.device == "cuda":  # only the entry's GPUs, and layers on more than one when it has several
-            assert set(layers) <= {str(i) for i in range(num_devices)}, layers
-            assert len(layers) > 1 if num_devices > 1 else len(layers) == 1, layers
-        else:
-            assert set(layers) == {"cpu"}, layers
-        assert sum(layers.values()) == runtime["architecture"]["num_hidden_layers"]
-        assert runtime["hooked_blocks"] > 0
-    elif label == "deepspeed":
-        assert runtime["tp_size"] == tp_size and runtime["dtype"] == sweep.dtype
-        if tp_size > 1:
-            assert runtime["comm_backend"] == ("nccl" if sweep.device == "cuda" else "gloo"), runtime
-            assert runtime["tp_layers"].get("LinearAllreduce", 0) > 0, runtime["tp_layers"]
-    elif label == "vllm":
-        entry = sweep.entry(label)
-        assert entry["placement"]["tp_size"] == tp_size and entry["placement"]["num_devices"] == num_devices
-        assert runtime["kv_cache_capacity_tokens"] > 0
+    if sweep.device == "cuda":
+        assert num_devices == sweep.gpus, (label, num_devices, sweep.gpus)
+    SPREAD[label](sweep, sweep.entry(label), num_devices, tp_size)
+
+
+def _accelerate_layers(sweep: Sweep, entry: dict, num_devices: int, tp_size: int) -> None:
+    """accelerate: its layers spread over its GPUs (only those, on more than one when it has several), all hooked."""
+    runtime = entry["runtime"]
+    assert runtime["num_devices"] == num_devices
+    layers = runtime["layers_per_device"]
+    if sweep.device == "cuda":
+        assert set(layers) <= {str(i) for i in range(num_devices)}, layers
+        assert len(layers) > 1 if num_devices > 1 else len(layers) == 1, layers
+    else:
+        assert set(layers) == {"cpu"}, layers
+    assert sum(layers.values()) == runtime["architecture"]["num_hidden_layers"]
+    assert runtime["hooked_blocks"] > 0
+
+
+def _deepspeed_shards(sweep: Sweep, entry: dict, num_devices: int, tp_size: int) -> None:
+    """deepspeed: AutoTP's shards (LinearAllreduce layers) over NCCL (gloo on the CPU)."""
+    runtime = entry["runtime"]
+    assert runtime["tp_size"] == tp_size and runtime["dtype"] == sweep.dtype
+    if tp_size > 1:
+        assert runtime["comm_backend"] == ("nccl" if sweep.device == "cuda" else "gloo"), runtime
+        assert runtime["tp_layers"].get("LinearAllreduce", 0) > 0, runtime["tp_layers"]
+
+
+def _vllm_tensor_parallel(sweep: Sweep, entry: dict, num_devices: int, tp_size: int) -> None:
+    """vllm: its tensor-parallel size, and a KV cache."""
+    assert entry["placement"]["tp_size"] == tp_size and entry["placement"]["num_devices"] == num_devices
+    assert entry["runtime"]["kv_cache_capacity_tokens"] > 0
+
+
+# What each engine the overrides spread over the GPUs reports of how it used them: runtime keys of its own (its
+# backend's runtime_info), so a check per engine, by label (each entry's label is its engine's name).
+SPREAD: Dict[str, Callable[[Sweep, dict, int, int], None]] = {
+    "accelerate": _accelerate_layers, "deepspeed": _deepspeed_shards, "vllm": _vllm_tensor_parallel}
 
 
 def check_same_architecture(sweep: Sweep) -> None:
@@ -209,12 +246,15 @@ def check_token_crosscheck(sweep: Sweep) -> None:
     """Greedy tokens of the engines holding the harness's random weights agree with hf's (the reference) at every
     point; vLLM draws its own dummy weights, so it is compared with nothing."""
     described = sweep.manifest()["token_crosscheck"]
-    compared = [label for label in SAME_WEIGHTS if label in installed_labels()]
+    reference = LABELS[0]
+    compared = [label for label in same_weights() if label in installed_labels()]
+    others = [label for label in LABELS[1:] if label not in same_weights()]
     assert described.startswith("tokens compared (same weights, greedy): "), described
-    assert all(f"{label} with hf" in described for label in compared) and "vllm" not in described, described
+    assert all(f"{label} with {reference}" in described for label in compared), described
+    assert not any(f"{label} with" in described or f"with {label}" in described for label in others), described
     shares = {(r["backend"], int(r["batch_size"])): r["tokens_identical_share"] for r in sweep.results()}
     for batch_size in (1, 8):
-        assert shares[("hf", batch_size)] == "" and shares[("vllm", batch_size)] == ""
+        assert all(shares[(label, batch_size)] == "" for label in (reference, *others)), shares
     for label in compared:
         mine = {b: shares[(label, b)] for b in (1, 8)}
         assert "" not in mine.values(), f"{label}: no share at some point (reference tokens missing?): {mine}"

@@ -10,6 +10,7 @@ import pytest
 
 from tests.gpu.smoke import (
     LABELS,
+    SPREAD,
     SWEEP_TIMEOUT_S,
     check_energy_columns,
     check_peak_memory_source_and_range,
@@ -38,7 +39,7 @@ def test_results_contract(sweep, label):
     check_results_contract(sweep, label)
 
 
-@pytest.mark.parametrize("label", ("accelerate", "deepspeed", "vllm"))
+@pytest.mark.parametrize("label", tuple(SPREAD))
 def test_engines_span_the_gpus_they_were_given(sweep, label):
     needs_engine(label)
     check_placement(sweep, label)

@@ -1,22 +1,17 @@
-"""Batches through HF `generate`, kept apart from backends/hf.py's options, loading and `generate` call.
-
-How one batch is timed and counted, for `hf` and the engines built on it: a streamer that stamps every decoding
-step, and the tokens each sequence really produced. How the `hf` backend cuts a request stream (`scenario: stream`)
-into batches: `batching: static` queues arriving requests and runs one `generate` per batch, each request's gaps
-taken from those step stamps (harness/scenarios/static_batching.py); `batching: continuous` hands them to
-transformers' continuous-batching manager (backends/hf_continuous.py). And what each batching asks of the entry's
-options, holds in memory and tells the manifest.
+"""How the `hf` backend cuts a request stream (`scenario: stream`) into batches: `batching: static` queues arriving
+requests and runs one `generate` per batch, each request's gaps taken from the step stamps of the family's streamer
+(base.py, StepClock; harness/scenarios/static_batching.py); `batching: continuous` hands them to transformers'
+continuous-batching manager (continuous.py). And what each batching asks of the entry's options, holds in memory and
+tells the manifest.
 """
 
 from __future__ import annotations
 
-import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional
 
-from backends.hf_continuous import CB_PAGE_SIZE, cb_sizes
+from backends.generate.continuous import CB_PAGE_SIZE, cb_sizes
 from harness.errors import UserError
 from harness.fields import is_int
-from harness.model import config_json as config_view
 from harness.model.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.model.spec import ModelSpec
 from harness.plan.points import SweepShape
@@ -24,46 +19,6 @@ from harness.plan.points import SweepShape
 BATCHING = ("static", "continuous")
 # What transformers' continuous-batching manager runs (eager becomes its paged|eager); flex_attention it refuses.
 CONTINUOUS_ATTENTIONS = ("sdpa", "eager", "flash_attention_2", "flash_attention_3")
-
-
-class StepClock:
-    """A streamer that stamps the host clock as each decoding step hands its tokens over.
-
-    It has transformers' BaseStreamer interface (put, end), duck-typed as `generate` uses it: subclassing would
-    import transformers, and with it torch, into every process that merely plans a sweep.
-
-    `generate` calls `put` once with the prompt, then once per step with one new token
-    for every sequence of the batch, so the first stamp is the batch's TTFT instant and
-    the last one its final token, whatever the batch size. Assisted generation (one sequence)
-    hands over every token a verifying pass emits at once, as a (1, n) tensor: each of them
-    gets that pass's stamp, so `stamps[k]` is always the arrival of token k + 1.
-    """
-
-    def __init__(self, sync: Callable[[], None]):
-        self.sync = sync
-        self.stamps: List[float] = []
-        self._seen_prompt = False
-
-    def put(self, value) -> None:
-        if not self._seen_prompt:
-            self._seen_prompt = True
-            return
-        self.sync()
-        now = time.perf_counter()
-        self.stamps.extend([now] * (value.shape[-1] if value.dim() == 2 else 1))
-
-    def end(self) -> None:
-        pass
-
-
-def tokens_produced(generated: List[List[int]], eos_ids: List[int], budgets: Sequence[int]) -> Tuple[int, ...]:
-    """Real tokens per sequence: up to and including the first EOS (the rest is padding), at most its budget."""
-    eos = set(eos_ids)
-    counts = []
-    for row, budget in zip(generated, budgets):
-        stop = next((i + 1 for i, token in enumerate(row) if token in eos), len(row))
-        counts.append(min(stop, budget))
-    return tuple(counts)
 
 
 def validate_batching(options, key: str) -> None:
@@ -85,23 +40,10 @@ def validate_batching(options, key: str) -> None:
                             f"neither {key}.cache_implementation: static nor {key}.compile: true")
 
 
-def attention_unsupported(options, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
-    """A model whose transformers class computes attention itself (MPT: ALiBi added to the score matrix) runs eager
-    attention only: transformers refuses any other attn_implementation, and the entry would not measure the one
-    it names."""
-    only = config_view.eager_attention_only(model.config) if model is not None else None
-    if only is None:
-        return None
-    if options.attn_implementation != "eager":
-        return (f"transformers' {only} has eager attention only (no {options.attn_implementation} kernel): "
-                "set attn_implementation: eager")
-    return continuous_attention_unsupported(options, scenario, only)
-
-
 def continuous_attention_unsupported(options, scenario: str, only: str) -> Optional[str]:
     """Why a model whose transformers class `only` computes its own attention cannot run this entry's stream, or
     None: continuous batching needs the model to read the paged cache."""
-    if scenario == "stream" and getattr(options, "batching", "static") == "continuous":
+    if scenario == "stream" and options.batching == "continuous":
         # Checked: the manager runs it without complaint, but MPT's own attention never reads the paged cache, so
         # its tokens differ from generate's.
         return (f"transformers' continuous batching runs models on its attention interface (paged KV cache); "

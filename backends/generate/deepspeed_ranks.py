@@ -1,4 +1,4 @@
-"""What DeepSpeed's ranks share on the CPU and across nodes (backends/deepspeed_tp.py, backends/deepspeed_zero.py):
+"""What DeepSpeed's ranks share on the CPU and across nodes (deepspeed_tp.py, deepspeed_zero.py):
 gathering a value from every rank, DeepSpeed's shared-memory all-reduce, and the process's memory."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The model's blocks are spread over devices; accelerate's AlignDevicesHook on each block moves
 activations to that block's device, so one batch runs through the devices one after another
-(only one device works at a time). `run` is the `hf` backend's, on the dispatched model.
+(only one device works at a time). `run` is the family's (base.py), on the dispatched model.
 
 Random weights never exist whole on the host: the model is built on the meta device, the device
 map is computed from that, and each mapped block is materialized directly on its device with the
@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
-from backends import hf_quantization
 from backends.base import Placement, resolve_device
-from backends.hf import GenerateOptions, HFBackend
+from backends.generate import quantization
+from backends.generate.base import GenerateEngine, GenerateOptions
 from harness.errors import UserError
 from harness.fields import opt, size_bytes
 from harness.model import weights
@@ -73,11 +73,11 @@ def _device_key(device) -> Device:
     return int(device) if isinstance(device, str) and device.isdigit() else device
 
 
-class AccelerateBackend(HFBackend[AccelerateOptions]):
+class AccelerateBackend(GenerateEngine[AccelerateOptions]):
     Options = AccelerateOptions
     engine_modules = ("torch", "transformers", "accelerate")
-    harness_random_weights = True
-    quantizations = HFBackend.quantizations  # torchao's, on the layers the map places on the entry's devices
+    distributions = ("torch", "transformers", "accelerate")
+    quantizations = quantization.QUANTIZATIONS  # torchao's, on the layers the map places on the entry's devices
 
     @classmethod
     def resolve_placement(cls, options: AccelerateOptions) -> Placement:
@@ -106,25 +106,22 @@ class AccelerateBackend(HFBackend[AccelerateOptions]):
         self._ready(model.eval().requires_grad_(False), _sync_devices(self.device_map))
 
     def runtime_info(self) -> Dict[str, object]:
-        import torch
-
-        return {"device": self.placement.device, "num_devices": self.placement.num_devices,
+        return {**super().runtime_info(), "num_devices": self.placement.num_devices,
                 "device_map_strategy": self.options.device_map,
                 "device_map": {name: str(device) for name, device in self.device_map.items()},
                 "layers_per_device": layers_per_device(self.net, self.device_map),
-                "hooked_blocks": len(hooked_blocks(self.net)), "torch_threads": torch.get_num_threads(),
-                "attn_implementation": self.options.attn_implementation, "quantization": self.quantized,
-                "architecture": self.built_architecture()}
+                "hooked_blocks": len(hooked_blocks(self.net)),
+                "attn_implementation": self.options.attn_implementation, "quantization": self.quantized}
 
 
 def quantize_mapped(model, method: str, device: str, device_map: Dict[str, Device]) -> str:
-    """torchao's quantization (backends/hf_quantization.py) of a mapped model. On GPUs, modules the map offloads
+    """torchao's quantization (quantization.py) of a mapped model. On GPUs, modules the map offloads
     to the host or disk would be quantized for a device they do not run on: refused, naming them."""
     offloaded = [name for name, where in device_map.items() if where in HOST_KEYS] if device == "cuda" else []
     if method != "none" and offloaded:
         raise RuntimeError(f"quantization {method}: accelerate quantizes the layers on the entry's GPUs only; the "
                            f"device map offloads {len(offloaded)} module(s) to the host or disk ({offloaded[0]}, ...)")
-    return hf_quantization.quantize(model, method, device)
+    return quantization.quantize(model, method, device)
 
 
 def plan_device_map(model, options: AccelerateOptions, placement: Placement) -> Dict[str, Device]:

@@ -1,6 +1,8 @@
-"""The `hf` backend's `model.quantization`: torchao's weight quantization, applied to the model's linear layers (the
-LM head included) after its weights are made or loaded, so a sweep without the hub still measures the quantized
-kernels (docs/measurement.md, "Quantization").
+"""`model.quantization` for the engines timed through `generate` that quantize (hf, and accelerate on the layers its map
+places): torchao's weight quantization, applied to the model's linear layers (the LM head included) after its weights
+are made or loaded, so a sweep without the hub still measures the quantized kernels (docs/measurement.md,
+"Quantization"). And what every engine of the family reads of its model with a bare forward: the weights' bytes as
+loaded, a logits probe, perplexity.
 
 - int8: `Int8WeightOnlyConfig` (int8 weights, one scale per output channel; activations stay in the model's dtype).
 - int4: on CUDA `Int4WeightOnlyConfig` (tinygemm's tile-packed int4, groups of 128, bf16 models; torchao's default
@@ -18,6 +20,8 @@ from typing import Iterable, Optional
 from harness.scenarios.batch import LogitsProbe
 
 FP8_MIN_CAPABILITY = (8, 9)
+# The `model.quantization` values mapped here: an engine that quantizes lists them as its `quantizations`.
+QUANTIZATIONS = ("none", "int8", "int4", "fp8")
 
 
 def unsupported(method: str, device: str, dtype: Optional[str]) -> Optional[str]:

@@ -3,7 +3,7 @@
 The launcher starts this entry as `tp_size` ranks (torchrun); each rank builds the model, DeepSpeed
 shards it (AutoTP: LinearLayer / LinearAllreduce with their all-reduces), and every rank runs the
 same batches with the same inputs, because the collectives need them all. Only rank 0 reports.
-`run` is the `hf` backend's: the engine's `generate` is the HF model's, timed by the same streamer.
+`run` is the family's (base.py): the engine's `generate` is the HF model's, timed by the same streamer.
 
 Random weights never exist whole on a rank: the model is built on the meta device, AutoTP slices
 the meta tensors (shapes only), DeepSpeed allocates the slices empty on the rank's device, and each
@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple
 
 from backends.base import NODES_HELP, Placement, resolve_device
-from backends.deepspeed_ranks import (
+from backends.generate.base import GenerateEngine, GenerateOptions, GenerateOptionsT, device_sync
+from backends.generate.deepspeed_ranks import (
     all_reduce_across_nodes,
     gather_from_ranks,
     process_rss_bytes,
     shm_allreduce_active,
     unlink_shm_allreduce_buffer,
 )
-from backends.hf import GenerateOptions, GenerateOptionsT, HFBackend, device_sync
 from harness.config.cluster import check_entry_nodes
 from harness.config.sections import DTYPES
 from harness.errors import UserError
@@ -91,14 +91,14 @@ def entry_model(options: EntryDtype, model: ModelSpec) -> ModelSpec:
     return dataclasses.replace(model, dtype=options.dtype) if options.dtype else model
 
 
-class DeepSpeedEngine(HFBackend[GenerateOptionsT]):
-    """What both DeepSpeed backends are (this one and backends/deepspeed_zero.py): ranks under torchrun, each
-    building the model from the harness's weights, timed through the HF model's `generate`, in the entry's dtype
-    (`entry_model`, which each one's `__init__` hands on)."""
+class DeepSpeedEngine(GenerateEngine[GenerateOptionsT]):
+    """What both DeepSpeed backends are (this one and deepspeed_zero.py): ranks under torchrun, each building the
+    model from the harness's weights, timed through the HF model's `generate`, in the entry's dtype (`entry_model`,
+    which each one's `__init__` hands on)."""
 
     engine_modules = ("torch", "transformers", "deepspeed")
+    distributions = ("torch", "transformers", "deepspeed")
     distributed = True
-    harness_random_weights = True
 
 
 class DeepSpeedBackend(DeepSpeedEngine[DeepSpeedOptions]):
@@ -163,7 +163,7 @@ class DeepSpeedBackend(DeepSpeedEngine[DeepSpeedOptions]):
         if sharded_random:
             fill_random_shards(self.engine.module, full_shapes, names, weights.init_range_of(self.model.hf_config))
             restore_buffers(self.engine.module, buffers)
-        # HFBackend.run calls self.net.generate: DeepSpeed's, which runs the HF model's.
+        # GenerateEngine.run calls self.net.generate: DeepSpeed's, which runs the HF model's.
         self._ready(self.engine, device_sync(self.placement.device))
         # Peak RSS up to here (the runner resets it per point, so the load's peak is only seen now).
         self.load_rss_bytes = gather_from_ranks((rss_before_load, process_peak_rss_bytes(os.getpid())))
@@ -199,19 +199,16 @@ class DeepSpeedBackend(DeepSpeedEngine[DeepSpeedOptions]):
         return None
 
     def runtime_info(self) -> Dict[str, object]:
-        import torch
         import torch.distributed as dist
 
-        info = {"device": self.placement.device, "tp_size": self.placement.tp_size, "dtype": self.model.dtype,
+        info = {**super().runtime_info(), "tp_size": self.placement.tp_size, "dtype": self.model.dtype,
                 "replace_with_kernel_inject": self.options.replace_with_kernel_inject,
                 "max_tokens": self.options.max_tokens or self.shape.max_tokens,
                 "comm_backend": dist.get_backend() if dist.is_initialized() else None,
-                "torch_threads": torch.get_num_threads(), "tp_layers": tp_layer_counts(self.engine.module),
-                "shm_allreduce": shm_allreduce_active(),
+                "tp_layers": tp_layer_counts(self.engine.module), "shm_allreduce": shm_allreduce_active(),
                 "rss_before_load_bytes_per_rank": [before for before, _ in self.load_rss_bytes],
                 "load_peak_rss_bytes_per_rank": [peak for _, peak in self.load_rss_bytes],
-                "peak_memory_bytes_is": "rank 0's (each rank holds one shard)",
-                "architecture": self.built_architecture()}
+                "peak_memory_bytes_is": "rank 0's (each rank holds one shard)"}
         if self.placement.device == "cpu":
             info["cpu_threads_per_rank"] = os.environ.get("OMP_NUM_THREADS")
         return info

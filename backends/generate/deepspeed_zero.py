@@ -1,6 +1,6 @@
 """DeepSpeed ZeRO-Inference: ZeRO stage 3 with the weights partitioned across ranks and offloaded to host memory (or
-NVMe), each layer's weights gathered onto the device for its forward and released after it. Timed exactly like `hf`:
-the engine's `generate` is the HF model's (docs/measurement.md, "ZeRO-Inference").
+NVMe), each layer's weights gathered onto the device for its forward and released after it. Timed exactly like `hf`
+(the family's `generate`, base.py): the engine's `generate` is the HF model's (docs/measurement.md, "ZeRO-Inference").
 
 The launcher starts `num_ranks` ranks (torchrun, one per device). ZeRO is data parallel: each rank generates its share
 of every batch (the point's batch size is the whole batch, as for every engine), all of them gathering each layer
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from backends.base import NODES_HELP, Placement, resolve_device
-from backends.deepspeed_ranks import gather_from_ranks, process_rss_bytes, unlink_shm_allreduce_buffer
-from backends.deepspeed_tp import DeepSpeedEngine, entry_model
-from backends.hf import GenerateOptions, device_sync
+from backends.generate.base import GenerateOptions, device_sync
+from backends.generate.deepspeed_ranks import gather_from_ranks, process_rss_bytes, unlink_shm_allreduce_buffer
+from backends.generate.deepspeed_tp import DeepSpeedEngine, entry_model
 from harness.config.cluster import check_entry_nodes
 from harness.config.sections import DTYPES
 from harness.errors import UserError
@@ -212,17 +212,13 @@ class ZeroBackend(DeepSpeedEngine[ZeroOptions]):
         return {"weight_bytes": partitioned + sum(b.nbytes for b in self.net.buffers())}
 
     def runtime_info(self) -> Dict[str, object]:
-        import torch
-
-        zero = self.ds_config["zero_optimization"]
-        return {"device": self.placement.device, "num_ranks": self.placement.num_ranks, "dtype": self.model.dtype,
-                "zero_optimization": zero, "torch_threads": torch.get_num_threads(),
+        return {**super().runtime_info(), "num_ranks": self.placement.num_ranks, "dtype": self.model.dtype,
+                "zero_optimization": self.ds_config["zero_optimization"],
                 "partitioned_parameters": sum(hasattr(p, "ds_tensor") for p in self.net.parameters()),
                 "offloaded_to": _partition_device(self.net),
                 "rss_before_load_bytes_per_rank": [before for before, _ in self.load_rss_bytes],
                 "load_peak_rss_bytes_per_rank": [peak for _, peak in self.load_rss_bytes],
-                "peak_memory_bytes_is": "rank 0's devices; peak_host_memory_bytes: rank 0's host RSS",
-                "architecture": self.built_architecture()}
+                "peak_memory_bytes_is": "rank 0's devices; peak_host_memory_bytes: rank 0's host RSS"}
 
     def close(self) -> None:
         self.engine.destroy()
