@@ -129,7 +129,9 @@ def test_energy_per_token_and_power_from_the_batches():
 
     samples = [BatchSample(0, 500.0, 50.0, 10.0, (8, 8), (16, 16), energy_j=100.0),
                BatchSample(1, 1500.0, 50.0, 10.0, (8, 8), (16, 16), energy_j=300.0)]
-    assert energy_figures(samples) == {"energy_j_per_output_token": 400 / 64, "avg_power_w": 400 / 2.0}
+    assert energy_figures(samples) == {"energy_j_per_output_token": 400 / 64, "avg_power_w": 400 / 2.0,
+                                       "energy_kwh_per_million_output_tokens": 400 / 64 / 3.6}
     unread = [samples[0], BatchSample(1, 1500.0, 50.0, 10.0, (8, 8), (16, 16))]
-    assert energy_figures(unread) == {"energy_j_per_output_token": None, "avg_power_w": None}  # never estimated
+    assert energy_figures(unread) == dict.fromkeys(  # never estimated
+        ("energy_j_per_output_token", "avg_power_w", "energy_kwh_per_million_output_tokens"))
     assert EnergyMeter.open("cpu", 1) is None

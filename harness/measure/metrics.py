@@ -47,7 +47,8 @@ def summarize(samples: Sequence[BatchSample]) -> Dict[str, Optional[float]]:
     out.update(spec_figures([s.spec for s in samples if s.spec is not None]))
     out.update(energy_figures(samples))
     # A sequence of a static batch gets a token per decode step: its user sees 1 / TPOT (docs/measurement.md).
-    out["output_tokens_per_s_per_user"] = 1e3 / out["tpot_ms_mean"] if out.get("tpot_ms_mean") else None
+    tpot_ms = out.get("tpot_ms_mean")
+    out["output_tokens_per_s_per_user"] = 1e3 / tpot_ms if tpot_ms else None
     cached = [s.cached_tokens for s in samples if s.cached_tokens is not None]
     if samples and len(cached) == len(samples):  # every batch says: docs/measurement.md, "Shared prefixes"
         prompt = sum(sum(s.input_tokens) for s in samples)
