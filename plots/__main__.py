@@ -1,4 +1,5 @@
-"""`python -m plots RESULTS... [--out DIR] [--series COLS] [--where key=value ...] [--format png,svg]`.
+"""`python -m plots RESULTS... [--out DIR] [--series COLS] [--where key=value ...] [--slo-tpot-ms MS]
+[--format png,svg]`.
 
 `python -m plots compare BASE NEW ...` compares two runs instead (plots/compare_report.py).
 Exit codes: 0 report written; 2 bad input (one `error:` line on stderr, no traceback).
@@ -46,8 +47,21 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{','.join(data.DEFAULT_SERIES_COLUMNS)}); choose from {','.join(data.SERIES_CHOICES)}")
     parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                         help="keep rows whose column KEY equals VALUE (VALUE may be a,b for either); repeatable")
+    parser.add_argument("--slo-tpot-ms", type=_positive_ms, metavar="MS",
+                        help="a TPOT target: the per-GPU vs per-user chart draws it as a line at 1000/MS tokens/s "
+                        "(default: the stream points' own slo_tpot_ms, when they share one)")
     parser.add_argument("--format", default="png", help=f"comma-separated, from {','.join(FORMATS)} (default png)")
     return parser
+
+
+def _positive_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of milliseconds above 0, got {text!r}")
+    return value
 
 
 def default_out_dir(results: List[Path]) -> Path:
@@ -66,7 +80,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         series = [c.strip() for c in args.series.split(",") if c.strip()] if args.series is not None else None
         out_dir = args.out or default_out_dir(args.results)
         report = make_report(args.results, out_dir, series, data.parse_where(args.where),
-                             tuple(args.format.split(",")))
+                             tuple(args.format.split(",")), args.slo_tpot_ms)
     except PlotError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -49,6 +49,7 @@ class ChartContext:
     out_dir: Path
     formats: Tuple[str, ...]
     requests: Optional[pd.DataFrame] = None  # requests.csv rows (stream points), None when there are none
+    slo_tpot_ms: Optional[float] = None  # `--slo-tpot-ms`: the headline chart's SLO line (else a stream's own)
     ok: pd.DataFrame = field(init=False)
     slugs: Dict[str, str] = field(init=False)
 

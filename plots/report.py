@@ -7,10 +7,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from plots import batch_charts, data, load, roofline_charts, style
+from harness.measure.columns.names import R
+from harness.measure.manifest import HARNESS_PACKAGES
+from plots import batch_charts, data, headline_chart, load, roofline_charts, style
 from plots.charts import Chart, ChartContext, render_jobs
 from plots.data import fmt
 from plots.errors import PlotError
+from plots.html import write_html_report
 from plots.load import BATCH, STREAM
 from plots.memory_report import memory_lines
 from plots.quantization import charts as quantization_charts
@@ -27,7 +30,8 @@ REPORT_NAME = "report.md"
 
 
 def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] = None,
-                where: Optional[Dict[str, str]] = None, formats: Tuple[str, ...] = ("png",)) -> Path:
+                where: Optional[Dict[str, str]] = None, formats: Tuple[str, ...] = ("png",),
+                slo_tpot_ms: Optional[float] = None) -> Path:
     """Draw every chart of the results in `sources` into `out_dir` and write report.md; returns its path.
 
     Raises PlotError (one-line message) for a missing folder or results.csv, an unknown --series or
@@ -40,17 +44,19 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
     table = data.apply_where(load.load_results(sources), where)
     data.require_plottable(table)
     table = load.to_numbers(data.with_series(table, series))
-    batch_sizes = data.of_scenario(table, BATCH)["batch_size"].dropna().astype(int)  # none for streams
+    batch_sizes = data.of_scenario(table, BATCH)[R.batch_size].dropna().astype(int)  # none for streams
     palette = style.Palette.build(data.series_order(table), batch_sizes)
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        ctx = ChartContext(table, palette, out_dir, formats, load.load_requests(sources))
-        charts = render_jobs(ctx, batch_charts.chart_jobs(ctx) + roofline_charts.chart_jobs(ctx)
+        ctx = ChartContext(table, palette, out_dir, formats, load.load_requests(sources), slo_tpot_ms)
+        charts = render_jobs(ctx, headline_chart.chart_jobs(ctx) + batch_charts.chart_jobs(ctx)
+                             + roofline_charts.chart_jobs(ctx)
                              + speculative_charts.chart_jobs(ctx) + quantization_charts.chart_jobs(ctx)
                              + stream_charts.chart_jobs(ctx))
         path = out_dir / REPORT_NAME
         path.write_text(render_markdown(table, charts, sources, where, out_dir))
+        write_html_report(table, sources, out_dir, palette, slo_tpot_ms)  # report.html: hover, filters, sorting
     except OSError as e:
         raise PlotError(f"{out_dir}: cannot write the charts ({e.strerror or e})") from None
     return path
@@ -69,9 +75,11 @@ def check_formats(formats: Sequence[str]) -> Tuple[str, ...]:
 def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[Path],
                     where: Optional[Dict[str, str]], out_dir: Path) -> str:
     ok = data.plotted(table)
-    lines = [f"# {data.unique_text(ok, 'model')} ({data.unique_text(ok, 'dtype')}){data.prompts_text(ok)}: "
+    lines = [f"# {data.unique_text(ok, R.model)} ({data.unique_text(ok, R.dtype)}){data.prompts_text(ok)}: "
              "inference benchmark", ""]
     lines += source_lines(sources, where)
+    lines += ["Interactive version (hover a point for its row, filter, sort the tables; opens offline): "
+              "[report.html](report.html)", ""]
     batch = data.of_scenario(table, BATCH)
     if not batch.empty:
         lines += ["## Summary", "", *summary_table(batch), "", *unsettled_lines(batch)]
@@ -99,8 +107,8 @@ def source_lines(sources: Sequence[Path], where: Optional[Dict[str, str]]) -> Li
 def describe_manifest(manifest: dict) -> str:
     if not manifest:
         return "no manifest.json"
-    software = manifest.get("software") or {}
-    versions = ", ".join(f"{k} {software[k]}" for k in ("torch", "transformers", "vllm", "deepspeed") if k in software)
+    software = manifest.get("software") or {}  # the engines' distributions (each engine class's), then the harness's
+    versions = ", ".join(f"{k} {v}" for k, v in software.items() if k != "python" and k not in HARNESS_PACKAGES)
     parts = [load.manifest_hardware_label(manifest), versions,
              f"commit {str(manifest.get('git_commit') or '?')[:12]}", f"started {manifest.get('start_time', '?')}"]
     return "; ".join(p for p in parts if p)
@@ -117,35 +125,35 @@ def summary_table(table: pd.DataFrame) -> List[str]:
     for series in data.series_order(table):
         of_series = table[table[data.SERIES] == series]
         for input_length, output_length in data.length_pairs(of_series):
-            same_lengths = (of_series["input_length"] == input_length) & (of_series["output_length"] == output_length)
+            same_lengths = (of_series[R.input_length] == input_length) & (of_series[R.output_length] == output_length)
             group = of_series[same_lengths]
             rows.append(_summary_row(series, input_length, output_length, group))
     return rows
 
 
 def _summary_row(series: str, input_length: int, output_length: int, group: pd.DataFrame) -> str:
-    ok = group[group["status"] == data.PLOTTED_STATUS].sort_values("batch_size")
+    ok = group[group[R.status] == data.PLOTTED_STATUS].sort_values(R.batch_size)
     cells = [series, str(input_length), str(output_length), f"{len(ok)} of {len(group)}"]
     if ok.empty:
         return "| " + " | ".join(cells + ["-"] * 11) + " |"
-    peak = ok.loc[ok["throughput_tokens_per_s"].idxmax()]
+    peak = ok.loc[ok[R.throughput_tokens_per_s].idxmax()]
     small = ok.iloc[0]
-    cells += [fmt(peak["throughput_tokens_per_s"]), str(peak["batch_size"]), data.latency_with_ci(peak),
-              fmt(peak.get("tpot_ms_mean")), fmt(peak.get("mbu")), fmt(peak.get("mfu")), fmt(peak.get("roofline_ratio")),
-              fmt(peak.get("cost_per_million_output_tokens")), str(small["batch_size"]), fmt(small["latency_ms_mean"]),
-              fmt(small.get("ttft_ms_mean"))]
+    cells += [fmt(peak[R.throughput_tokens_per_s]), str(peak[R.batch_size]), data.latency_with_ci(peak),
+              fmt(peak.get(R.tpot_ms_mean)), fmt(peak.get(R.mbu)), fmt(peak.get(R.mfu)), fmt(peak.get(R.roofline_ratio)),
+              fmt(peak.get(R.cost_per_million_output_tokens)), str(small[R.batch_size]), fmt(small[R.latency_ms_mean]),
+              fmt(small.get(R.ttft_ms_mean))]
     return "| " + " | ".join(cells) + " |"
 
 
 def unsettled_lines(batch: pd.DataFrame) -> List[str]:
     """num_batches: auto points that reached stop.max_batches before their interval was narrow enough."""
-    if "converged" not in batch:
+    if R.converged not in batch:
         return []
-    rows = batch[(batch["converged"] == "false") & (batch["status"] == data.PLOTTED_STATUS)]
+    rows = batch[(batch[R.converged] == "false") & (batch[R.status] == data.PLOTTED_STATUS)]
     if rows.empty:
         return []
-    items = [f"{r[data.SERIES]}: {data.load_text(r)} @ in {r['input_length']}/out {r['output_length']} "
-             f"({int(r['num_batches'])} batches)" for _, r in rows.iterrows()]
+    items = [f"{r[data.SERIES]}: {data.load_text(r)} @ in {r[R.input_length]}/out {r[R.output_length]} "
+             f"({int(r[R.num_batches])} batches)" for _, r in rows.iterrows()]
     return [f"**Not converged** (stop.max_batches reached before the mean latency's 95% interval was within "
             f"stop.target_ci_pct; marked * in the tables): {'; '.join(items)}", ""]
 
@@ -155,7 +163,7 @@ def dropped_lines(table: pd.DataFrame) -> List[str]:
                                   with_series=table[data.SERIES].nunique() > 1)
     if not items:
         return []
-    errors = data.dropped(table)["error"].astype(str).str.strip()
+    errors = data.dropped(table)[R.error].astype(str).str.strip()
     reasons = sorted(set(e.splitlines()[0][:160] for e in errors if e and e != "nan"))
     lines = ["## Points left out of the charts", "", *[f"- {item}" for item in items], ""]
     return lines + (["Reasons recorded:", "", *[f"- {r}" for r in reasons], ""] if reasons else [])

@@ -206,8 +206,10 @@ def test_cli_draws_every_chart_and_the_report_into_the_results_folder(tmp_path):
     expected = ["latency_vs_throughput_in128_out1", "latency_vs_throughput_in128_out64",
                 "latency_vs_throughput_in512_out1", "latency_vs_throughput_in512_out64",
                 "latency_vs_output_length_amd-epyc-2-cores-hf_in128", "latency_vs_output_length_amd-epyc-2-cores-hf_in512",
-                "ttft_vs_input_length_amd-epyc-2-cores-hf", "tpot_vs_batch_size", "throughput_vs_batch_size"]
-    assert names == {"report.md"} | {f"{stem}.{ext}" for stem in expected for ext in ("png", "svg")}
+                "ttft_vs_input_length_amd-epyc-2-cores-hf", "tpot_vs_batch_size", "throughput_vs_batch_size",
+                "per_gpu_vs_per_user_batch_in128_out64", "per_gpu_vs_per_user_batch_in512_out64"]
+    assert names == {"report.md", "report.html", "plotly.min.js"} | {f"{stem}.{ext}" for stem in expected
+                                                                  for ext in ("png", "svg")}
     assert all((report.parent / n).stat().st_size > 10_000 for n in names if n.endswith(".png"))
     text = report.read_text()
     assert all(f"]({stem}.png)" in text for stem in expected)

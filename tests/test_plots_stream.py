@@ -29,7 +29,8 @@ NUM_REQUESTS = 40
 SLO_ = SLO(ttft_ms=500.0, tpot_ms=50.0, percentile=90.0)
 SERIES = {"hf-static": "static", "vllm": "continuous"}
 STREAM_STEMS = [f"stream_{kind}_in{INPUT}_out{OUTPUT}" for kind in
-                ("latency_vs_rate", "throughput_vs_rate", "goodput_vs_rate", "ttft_cdf")]
+                ("latency_vs_rate", "throughput_vs_rate", "goodput_vs_rate", "ttft_cdf")] + [
+    f"per_gpu_vs_per_user_stream_in{INPUT}_out{OUTPUT}"]
 
 
 def context(backend):
@@ -130,7 +131,7 @@ def test_synthetic_data_has_static_falling_behind():
 def test_stream_only_folder_draws_every_stream_chart(stream_run):
     root, _, text = stream_run
     names = {p.name for p in (root / "out").iterdir()}
-    assert names == {"report.md"} | {f"{stem}.png" for stem in STREAM_STEMS}
+    assert names == {"report.md", "report.html", "plotly.min.js"} | {f"{stem}.png" for stem in STREAM_STEMS}
     assert all((root / "out" / f"{stem}.png").stat().st_size > 10_000 for stem in STREAM_STEMS)
     assert all(f"]({stem}.png)" in text for stem in STREAM_STEMS)
     assert "## Summary" not in text  # the batch table: no batch rows here

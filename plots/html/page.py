@@ -1,0 +1,104 @@
+"""report.html: the report's charts as plotly figures (hover shows each point's row), filters by model, engine,
+hardware and lengths, and the summary tables sortable; it opens from file:// with no network.
+
+plotly.js is written once per folder as plotly.min.js beside the page (about 4.8 MB), and every figure is drawn from
+it (`include_plotlyjs=False`); the page itself holds only the figures' data, the tables, and report.js (the filters
+and sorting, no charting) with report.css inline.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import pandas as pd
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from plots import data, headline, load, style
+from plots.charts import model_and_dtype
+from plots.html import rows as row_data
+from plots.html import tables
+from plots.html.figures import HtmlFigure, batch_figures, stream_figures
+from plots.html.headline_figures import headline_figures
+
+HTML_NAME = "report.html"
+PLOTLY_JS = "plotly.min.js"
+ASSETS = Path(__file__).resolve().parent
+PLOT_CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
+
+
+def write_html_report(table: pd.DataFrame, sources: Sequence[Path], out_dir: Path, palette: style.Palette,
+                      slo_tpot_ms: Optional[float] = None) -> Path:
+    """report.html (and plotly.min.js, where the folder lacks this version of it) in `out_dir`; returns its path.
+
+    `table` is make_report's: every row, numbers converted, with its series; `slo_tpot_ms` the headline's SLO line
+    (headline.slo_per_user)."""
+    table = headline.with_speeds(table)
+    figures = headline_figures(table, palette, slo_tpot_ms) + batch_figures(table, palette) + stream_figures(table, palette)
+    write_plotly_js(Path(out_dir))
+    path = Path(out_dir) / HTML_NAME
+    path.write_text(render_page(table, sources, figures), encoding="utf-8")
+    return path
+
+
+def write_plotly_js(out_dir: Path) -> Path:
+    """plotly.js as shipped with the plotly package, written only when the folder's copy differs."""
+    path = out_dir / PLOTLY_JS
+    script = get_plotlyjs()
+    if not (path.is_file() and path.stat().st_size == len(script.encode()) and path.read_text() == script):
+        path.write_text(script, encoding="utf-8")
+    return path
+
+
+def render_page(table: pd.DataFrame, sources: Sequence[Path], figures: List[HtmlFigure]) -> str:
+    ok = data.plotted(table)
+    title = f"{model_and_dtype(ok)}: inference benchmark"
+    body = [f"<header><h1>{html.escape(title)}</h1>{_sources_html(sources)}"
+            f'<p class="note">The static charts and every section of the report: <a href="report.md">report.md</a>. '
+            "Hover a point for its row; click a legend entry to hide a series; drag to zoom.</p></header>",
+            _filters_html(table), *_figure_sections(figures),
+            '<section><h2>Summary</h2><p class="note">Per series and length pair, at its peak throughput. '
+            f"Click a column to sort.</p>{tables.summary_table(table)}</section>",
+            f"<section><h2>Every point</h2>{tables.points_table(table)}</section>"]
+    rows_json = json.dumps(row_data.rows_json(table)).replace("</", "<\\/")
+    return "\n".join([
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>", f'<script src="{PLOTLY_JS}"></script>',
+        f"<style>\n{(ASSETS / 'report.css').read_text()}</style>\n</head>\n<body>", *body,
+        f'<script type="application/json" id="report-rows">{rows_json}</script>',
+        f"<script>\n{(ASSETS / 'report.js').read_text()}</script>\n</body>\n</html>\n"])
+
+
+def _sources_html(sources: Sequence[Path]) -> str:
+    items = []
+    for source in sources:
+        csv_path = load.results_csv_path(Path(source))
+        hardware = load.manifest_hardware_label(load.read_manifest(csv_path))
+        items.append(f"<li><code>{html.escape(str(csv_path.parent))}</code>"
+                     f"{': ' + html.escape(hardware) if hardware else ''}</li>")
+    return f'<ul class="sources">{"".join(items)}</ul>'
+
+
+def _filters_html(table: pd.DataFrame) -> str:
+    """A fieldset of checkboxes per filter, every value checked; report.js reads them on each change."""
+    values: Dict[str, List[str]] = row_data.filter_values(table)
+    sets = []
+    for key, label in row_data.FILTERS:
+        boxes = "".join(f'<label><input type="checkbox" value="{html.escape(v)}" checked> {html.escape(v)}</label>'
+                        for v in values[key])
+        sets.append(f'<fieldset data-key="{html.escape(key)}"><legend>{html.escape(label)}</legend>{boxes}</fieldset>')
+    return (f'<form id="filters" class="filters">{"".join(sets)}<div class="filter-actions">'
+            '<button type="button" id="filters-reset">show all</button> <span id="shown-count"></span></div></form>')
+
+
+def _figure_sections(figures: List[HtmlFigure]) -> List[str]:
+    """The figures under their section headings, in order; each figure's data is inline, plotly.js is not."""
+    sections: Dict[str, List[str]] = {}
+    for number, item in enumerate(figures, start=1):
+        div = pio.to_html(item.figure, include_plotlyjs=False, full_html=False, div_id=f"figure-{number}",
+                          config=PLOT_CONFIG)
+        sections.setdefault(item.section, []).append(f'<div class="figure" data-kind="{item.kind}">{div}</div>')
+    return [f"<section><h2>{html.escape(name)}</h2>{''.join(divs)}</section>" for name, divs in sections.items()]
