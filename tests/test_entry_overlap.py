@@ -1,5 +1,6 @@
 """Consecutive entries overlap only where nothing is measured: the next worker starts and imports while the last
-one closes its engine, and loads only once that one's process group has ended (harness/run/launcher.py, WorkerRun)."""
+one closes its engine, and loads only once that one's process group has ended (harness/run/launcher.py, WorkerRun).
+On the null engine (backends/synthetic.py): the overlap is the launcher's, whatever the engine."""
 
 import json
 
@@ -11,11 +12,11 @@ from tests.contract import processes_with, rows, run_marked, write_sweep
 
 @pytest.fixture(scope="module")
 def slow_close(tmp_path_factory):
-    """Two tiny hf entries; the first takes SLOW_FAULT_S extra seconds to close its engine."""
+    """Two null-engine entries; the first takes SLOW_FAULT_S extra seconds to close its engine."""
     tmp = tmp_path_factory.mktemp("overlap")
-    yaml = write_sweep(tmp / "two.yaml", "{name: hf}, {name: hf, label: hf-b}", batch_sizes="[1]",
+    yaml = write_sweep(tmp / "two.yaml", "{name: synthetic}, {name: synthetic, label: synthetic-b}", batch_sizes="[1]",
                        input_lengths="[16]", output_lengths="[4]")
-    proc, marker = run_marked(yaml, "--output-dir", tmp / "out", fault="slow@hf/0/close")
+    proc, marker = run_marked(yaml, "--output-dir", tmp / "out", fault="slow@synthetic/0/close")
     return proc, tmp / "out", marker
 
 

@@ -55,3 +55,9 @@ def test_manifest(sweep):
     assert "benchmark.py" in m["command"][1]
     runtime = m["backends"][0]["runtime"]
     assert runtime["torch_threads"] >= 1 and runtime["load_time_s"] > 0
+    # What hf decided, and a real engine's time budget (its arithmetic on the null engine: tests/test_compare_e2e.py)
+    assert runtime["attn_implementation"] and runtime["kv_cache_dtype"] == "fp32" and runtime["compile"] is False
+    assert isinstance(runtime["environment"], dict)
+    budget = runtime["time_budget_s"]
+    assert sum(v for k, v in budget.items() if k not in ("total_s", "overlap_s")) == pytest.approx(budget["total_s"])
+    assert min(budget[k] for k in ("worker_start_s", "engine_import_s", "load_s", "timed_s")) > 0

@@ -1,5 +1,6 @@
 """A machine without an engine (a GPU image with its own torch and no vLLM) still sweeps: that engine's entries are
-`skipped` with "<module> is not installed", planned and recorded as such, and every other entry runs."""
+`skipped` with "<module> is not installed", planned and recorded as such, and every other entry runs (here the null
+engine, backends/synthetic.py, which needs no engine package)."""
 
 import os
 
@@ -15,7 +16,7 @@ from tests.contract import rows
 from workloads.registry import WORKLOADS
 
 HIDER = REPO / "tests" / "fixtures" / "hide_modules"
-TWO = ["backends=[{name: hf, device: cpu}, {name: vllm, device: cpu}]", "batch_sizes=[1]", "input_lengths=[16]",
+TWO = ["backends=[{name: synthetic}, {name: vllm, device: cpu}]", "batch_sizes=[1]", "input_lengths=[16]",
        "output_lengths=[4]", "num_batches=1"]
 
 
@@ -25,7 +26,7 @@ def test_an_engine_that_is_not_installed_is_planned_as_skipped(monkeypatch):
     plans = {plan.label: plan for model, workload in models_of(config)
              for plan in plan_sweep(config, model, BACKENDS, workload)}
     assert plans["vllm"].unavailable == "vllm is not installed"
-    assert plans["hf"].unavailable is None
+    assert plans["synthetic"].unavailable is None
 
 
 @pytest.mark.engine
@@ -37,5 +38,5 @@ def test_a_sweep_without_vllm_skips_its_entries_and_runs_the_rest(tmp_path):
     assert "warning: backend vllm: vllm is not installed; its points will be skipped" in proc.stdout
     found = {r["backend"]: r for r in rows(tmp_path / "out" / "results.csv")}
     assert (found["vllm"]["status"], found["vllm"]["error"]) == ("skipped", "vllm is not installed")
-    assert found["hf"]["status"] == "ok"
+    assert found["synthetic"]["status"] == "ok"
     assert not (tmp_path / "out" / "logs" / "vllm.log").exists()  # no worker was started for it

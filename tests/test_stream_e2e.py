@@ -1,8 +1,8 @@
 """Request streams end to end through benchmark.py: HF static and continuous batching, vLLM in process and vLLM
 behind its OpenAI-compatible server (started and stopped by the harness), on one seeded stream.
 
-One sweep serves most checks (each engine starts once); the resume, rate-search and dying-server sweeps run
-HF static batching, the cheapest engine, beside what they test.
+One sweep serves most checks (each engine starts once); the resume, rate-search and dying-server sweeps run the null
+engine (backends/synthetic.py), which answers each request after set sleeps: what they test is the harness's.
 """
 
 import math
@@ -26,6 +26,7 @@ SERVER = ("{python} -m vllm.entrypoints.openai.api_server --model {model_dir} --
           "--enforce-eager --kv-cache-memory-bytes 268435456 --host 127.0.0.1 --port {port} --max-model-len 512 "
           "--disable-uvicorn-access-log")
 HF_STATIC = "{name: hf, label: hf-static, device: cpu, batching: static, max_batch_size: 4, max_wait_ms: 20}"
+SYNTHETIC = "{name: synthetic}"
 NUM_REQUESTS = 16
 
 
@@ -163,11 +164,11 @@ def test_stream_charts_and_report(sweep):
 
 @pytest.mark.engine
 def test_resume_runs_only_the_new_rates(tmp_path):
-    config = stream_yaml(tmp_path / "s.yaml", HF_STATIC, rates="[8]")
+    config = stream_yaml(tmp_path / "s.yaml", SYNTHETIC, rates="[8]")
     out = tmp_path / "out"
     first, _ = run_marked(config, "--output-dir", out)
     assert first.returncode == 0, first.stderr
-    stream_yaml(config, HF_STATIC, rates="[8, 16]")
+    stream_yaml(config, SYNTHETIC, rates="[8, 16]")
     second, _ = run_marked(config, "--output-dir", out, "--resume")
     assert second.returncode == 0, second.stderr
     assert [r["request_rate"] for r in rows(out / "results.csv")] == ["8", "16"]
@@ -176,7 +177,7 @@ def test_resume_runs_only_the_new_rates(tmp_path):
 
 @pytest.mark.engine
 def test_resume_refuses_another_stream(tmp_path):
-    config = stream_yaml(tmp_path / "s.yaml", HF_STATIC, rates="[8]")
+    config = stream_yaml(tmp_path / "s.yaml", SYNTHETIC, rates="[8]")
     out = tmp_path / "out"
     assert run_marked(config, "--output-dir", out)[0].returncode == 0
     config.write_text(config.read_text().replace("seed: 3", "seed: 4"))
@@ -188,7 +189,7 @@ def test_resume_refuses_another_stream(tmp_path):
 @pytest.mark.engine
 def test_rate_search_reports_every_probe_and_the_highest_sustained_rate(tmp_path):
     search = "  search: {start_rate: 4, max_probes: 4}\n"
-    config = stream_yaml(tmp_path / "s.yaml", HF_STATIC, rates="auto", extra=search)
+    config = stream_yaml(tmp_path / "s.yaml", SYNTHETIC, rates="auto", extra=search)
     proc, _ = run_marked(config, "--output-dir", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
     results = rows(tmp_path / "out" / "results.csv")
@@ -223,7 +224,7 @@ def _server_port(marker: str, deadline_s: float) -> int:
 
 @pytest.mark.engine
 def test_a_server_that_dies_mid_point_costs_its_rows_and_the_sweep_goes_on(tmp_path):
-    backends = f"{{name: openai, label: vllm-serve, command: '{SERVER}'}}, {HF_STATIC}"
+    backends = f"{{name: openai, label: vllm-serve, command: '{SERVER}'}}, {SYNTHETIC}"
     config = stream_yaml(tmp_path / "s.yaml", backends, rates="[4, 8]")
     marker = uuid.uuid4().hex
     env = {**os.environ, MARKER: marker}
@@ -243,7 +244,7 @@ def test_a_server_that_dies_mid_point_costs_its_rows_and_the_sweep_goes_on(tmp_p
     status = {(r["backend"], r["request_rate"]): (r["status"], r["error"]) for r in rows(tmp_path / "out" / "results.csv")}
     assert status[("vllm-serve", "4")][0] == status[("vllm-serve", "8")][0] == "error"
     assert re.search(r"requests failed|Connect|connection", status[("vllm-serve", "4")][1]), status
-    assert status[("hf-static", "4")] == status[("hf-static", "8")] == ("ok", "")  # the sweep went on
+    assert status[("synthetic", "4")] == status[("synthetic", "8")] == ("ok", "")  # the sweep went on
     assert processes_with(marker) == []
     assert "the server was killed by SIGKILL during the sweep" in status[("vllm-serve", "8")][1]
     # The point it died in keeps the requests it timed (those after the kill with their error), unless it died in
