@@ -13,7 +13,7 @@ from plots import batch_charts, data, headline_chart, load, roofline_charts, sty
 from plots.charts import Chart, ChartContext, render_jobs
 from plots.data import fmt
 from plots.errors import PlotError
-from plots.html import write_html_report
+from plots.html.page import write_html_report
 from plots.load import BATCH, STREAM
 from plots.memory_report import memory_lines
 from plots.quantization import charts as quantization_charts

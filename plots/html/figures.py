@@ -21,7 +21,7 @@ from harness.measure.columns.names import R
 from plots import data, style
 from plots.charts import model_and_dtype
 from plots.data import SERIES
-from plots.html import rows as row_data
+import plots.html.rows as row_data
 from plots.load import BATCH, STREAM
 from plots.stream import selections
 

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from harness.measure.columns.names import R
 from plots import data, headline, style
 from plots.charts import model_and_dtype
-from plots.html import rows as row_data
+import plots.html.rows as row_data
 from plots.html.figures import HtmlFigure, add_series, finish_layout, floats, lengths_title, value_axis
 
 SECTION = "Headline: output tokens/s per GPU vs per user (numbers at points: batch size or rate)"

@@ -19,8 +19,8 @@ from plotly.offline import get_plotlyjs
 
 from plots import data, headline, load, style
 from plots.charts import model_and_dtype
-from plots.html import rows as row_data
-from plots.html import tables
+import plots.html.rows as row_data
+import plots.html.tables as tables
 from plots.html.figures import HtmlFigure, batch_figures, stream_figures
 from plots.html.headline_figures import headline_figures
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 from harness.measure.columns.names import R
 from plots import data, headline
-from plots.html import rows as row_data
+import plots.html.rows as row_data
 from plots.load import BATCH
 
 # (header, column) of the numbers in the table of every row; the mean latency's interval follows the first.
