@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
-# One prepared run on a GPU machine, for the short time such a machine is lent: install the harness on top of the
-# machine's own torch from a carried wheelhouse, the GPU suite (make test-gpu's checks), then the headline figures
-# (yamls/gpu-headline.yaml: the largest batch that fits, torchao quantization, then eager against compiled hf, the
-# longest part last so a run cut short keeps what finished). Each step has a time limit; on a GPU they add up to
-# 555 s, inside the 10 minutes one command may run there (a CPU rehearsal gets 3 times as long). An 8B model
-# loads once per entry (random weights drawn on the host's cores: harness/model/weights.py), so the largest-batch
-# and quantization sweeps time one batch a point after one warm-up: their figures are a single batch's.
+# A prepared run on a GPU machine, for the short time such a machine is lent: install the harness on top of the
+# machine's own torch from a carried wheelhouse, then the steps asked for, each under its own time limit (a step cut
+# at its limit keeps the rows it wrote; the run goes on to the next step):
+#   suite         the GPU suite's smoke sweep and checks, and the overhead on cuda (make test-gpu's core)  220 s
+#   headline      yamls/gpu-headline.yaml: hf eager against static cache + compile, batch 1, 8 and 32       300 s
+#   quantization  torchao none/int8/int4/fp8 on hf eager at batch 1 and 32, one timed batch a point        240 s
+#   largest       the largest batch that fits (batch_sizes: auto up to 512), one timed batch                120 s
+# The limits come from the first run on an H200 (docs/results/h200-20261126): the smoke sweep took 159 s (each
+# engine's import 10-14 s there), an 8B model's load about 25 s an entry, and the compile of each batch size of the
+# headline's second entry most of a minute. One command may run 10 minutes there, so the default, suite,headline,
+# is one call (575 s with the install), and quantization,largest a second one on the machine while it is warm.
 #
-#   scripts/gpu-first-contact.sh OUT [WHEELHOUSE]      # on the GPU machine; OUT gets three files: run.log,
-#                                                      # suite.xml and results.tgz (the results folders)
-#   BENCH_GPU_SUITE_ON_CPU=1 scripts/gpu-first-contact.sh OUT   # the rehearsal: the same commands on this CPU,
-#                                                               # tiny-llama in fp32, before any GPU time is spent
+#   scripts/gpu-first-contact.sh OUT [WHEELHOUSE] [STEPS]   # on the GPU machine; OUT gets run.log, suite.xml,
+#                                                          # target-packages.txt and results.tgz (results folders)
+#   BENCH_GPU_SUITE_ON_CPU=1 scripts/gpu-first-contact.sh OUT '' suite,headline,quantization,largest
+#       # the rehearsal: the same commands on this CPU (tiny-llama in fp32), 3 times the limits, before any GPU time
 # WHEELHOUSE: scripts/wheelhouse.py make DIR --have <the machine's pip list> --python-version 3.12 --without vllm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: scripts/gpu-first-contact.sh OUT [WHEELHOUSE]}
+out=${1:?usage: scripts/gpu-first-contact.sh OUT [WHEELHOUSE] [STEPS]}
 wheelhouse=${2:-}
+steps=",${3:-suite,headline},"
+for s in ${steps//,/ }; do
+  case "$s" in suite|headline|quantization|largest) ;;
+    *) echo "error: STEPS: '$s' is not one of suite, headline, quantization, largest" >&2; exit 2 ;;
+  esac
+done
+asked() { [[ "$steps" == *",$1,"* ]]; }
 mkdir -p "$out"
 log="$out/run.log"
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-first-contact.XXXXXX")  # the results folders, packed into OUT at the end
@@ -26,7 +37,9 @@ step() {
   local limit=$(( $1 * scale )); shift
   say "$* (limit ${limit} s)"
   timeout --kill-after=20 "$limit" "$@" >> "$log" 2>&1
-  say "exit $?"
+  local code=$?
+  say "exit $code"
+  return $code
 }
 
 if [ "${BENCH_GPU_SUITE_ON_CPU:-}" = 1 ]; then
@@ -46,19 +59,29 @@ fi
 
 say "device $device; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo 'no GPU')"
 if [ -n "$wheelhouse" ]; then
-  step 45 env SETUP_TORCH=system WHEELHOUSE="$wheelhouse" bash scripts/setup-venv.sh .venv
+  # What the machine has, versions included: the --have list of the next wheelhouse (scripts/wheelhouse.py).
+  python3 -m pip list --format=freeze --disable-pip-version-check > "$out/target-packages.txt" 2>> "$log"
+  step 45 env SETUP_TORCH=system WHEELHOUSE="$wheelhouse" bash scripts/setup-venv.sh .venv \
+    || { say "the install failed: nothing else can run"; exit 1; }
 fi
 py=.venv/bin/python
 step 10 "$py" -m pip check
-# The smoke sweep's checks and the overhead on cuda; tests/gpu/test_gpu_quantization.py is the headline's third
-# sweep's job here (make test-gpu runs it too).
-step 150 "$py" -m pytest tests/gpu/test_gpu_sweep.py tests/gpu/test_gpu_overhead.py -m gpu -q -p no:cacheprovider \
-  -rs --junitxml="$out/suite.xml"
-step 60 "$py" benchmark.py yamls/gpu-headline.yaml "${one[@]}" batch_sizes=auto max_batch_size=$largest \
-  num_batches=1 num_warmup_batches=1 --output-dir "$work/headline-largest"
-step 110 "$py" benchmark.py yamls/gpu-headline.yaml "${one[@]}" 'model.quantization=[none,int8,int4,fp8]' \
-  'batch_sizes=[1,32]' num_batches=1 num_warmup_batches=1 --output-dir "$work/headline-quantization"
-step 180 "$py" benchmark.py yamls/gpu-headline.yaml "${shape[@]}" --output-dir "$work/headline"
+if asked suite; then
+  # tests/gpu/test_gpu_quantization.py is the quantization step's job here (make test-gpu runs it too).
+  step 220 "$py" -m pytest tests/gpu/test_gpu_sweep.py tests/gpu/test_gpu_overhead.py -m gpu -q -p no:cacheprovider \
+    -rs --junitxml="$out/suite.xml"
+fi
+if asked headline; then
+  step 300 "$py" benchmark.py yamls/gpu-headline.yaml "${shape[@]}" --output-dir "$work/headline"
+fi
+if asked quantization; then
+  step 240 "$py" benchmark.py yamls/gpu-headline.yaml "${one[@]}" 'model.quantization=[none,int8,int4,fp8]' \
+    'batch_sizes=[1,32]' num_batches=1 num_warmup_batches=1 --output-dir "$work/headline-quantization"
+fi
+if asked largest; then
+  step 120 "$py" benchmark.py yamls/gpu-headline.yaml "${one[@]}" batch_sizes=auto max_batch_size=$largest \
+    num_batches=1 num_warmup_batches=1 --output-dir "$work/headline-largest"
+fi
 say "results"
 tar czf "$out/results.tgz" -C "$work" . 2>> "$log" && rm -rf "$work"
 say "done"

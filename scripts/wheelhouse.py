@@ -27,7 +27,7 @@ import zipfile
 from email.parser import Parser
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
+from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Set
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -68,20 +68,29 @@ def installed_names() -> Set[str]:
     return {canonical(d.metadata["Name"]) for d in metadata.distributions() if d.metadata["Name"]}
 
 
-def missing(lines: Iterable[str], have: Set[str]) -> List[str]:
+def missing(lines: Iterable[str], have: Mapping[str, Optional[str]]) -> List[str]:
     """The lines whose distribution is not in `have`, any version: the target's own torch, transformers, ... stay
     (a machine's image is the version people run there), and only what is absent is installed."""
     return [line for line in lines if canonical(requirement_name(line)) not in have]
 
 
-def read_have(path: Path) -> Set[str]:
-    """Package names from `pip list --format=freeze` output (name==version) or a plain list of names."""
-    names = set()
+def read_have(path: Path) -> Dict[str, Optional[str]]:
+    """Package name -> version from `pip list --format=freeze` output (name==version); a plain list of names (or a
+    `name @ url` line) gives None: the version is then unknown, and taken to fit whatever needs it."""
+    found: Dict[str, Optional[str]] = {}
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line and not line.startswith("-"):
-            names.add(canonical(line.split("==")[0].split(" @ ")[0].strip()))
-    return names
+            name, _, version = line.split(" @ ")[0].partition("==")
+            found[canonical(name.strip())] = version.strip() or None
+    return found
+
+
+def fits(requirement: "Requirement", have: Mapping[str, Optional[str]]) -> bool:
+    """Whether the target's own copy serves `requirement`: a known version must be inside its range (an image's
+    rich 14 does not serve mosaicml-cli's rich<14: pip --no-index would then find nothing to install)."""
+    version = have.get(canonical(requirement.name))
+    return version is None or requirement.specifier.contains(version, prereleases=True)
 
 
 def target_environment(python_version: str) -> Dict[str, str]:
@@ -141,20 +150,21 @@ def newest_wheel(out: Path, spec: str) -> Path:
                key=lambda w: w.stat().st_mtime)
 
 
-def make(out: Path, have: Set[str], requirements: List[str], without: Set[str], python_version: str,
-         platforms: Iterable[str]) -> List[Path]:
-    """Every wheel the target lacks, its needs followed through each wheel's metadata."""
+def make(out: Path, have: Mapping[str, Optional[str]], requirements: List[str], without: Set[str],
+         python_version: str, platforms: Iterable[str]) -> List[Path]:
+    """Every wheel the target lacks, its needs followed through each wheel's metadata; a need the target has at a
+    version outside the range asked for is fetched too, at that range."""
     from packaging.requirements import Requirement
 
     out.mkdir(parents=True, exist_ok=True)
     environment = target_environment(python_version)
     queue = [Requirement(line) for line in missing(requirements, have)]
-    seen: Set[str] = set(have) | set(without)
+    seen: Set[str] = set(without)
     wheels = []
     while queue:
         requirement = queue.pop(0)
         name = canonical(requirement.name)
-        if name in seen:
+        if name in seen or (name in have and fits(requirement, have)):
             continue
         seen.add(name)
         wheel = fetch(spec_of(requirement), out, python_version, platforms)

@@ -25,7 +25,7 @@ def a_wheel(folder, name, version, requires=()):
 
 
 def test_what_the_target_has_is_left_to_it_whatever_its_version():
-    have = {"torch", "transformers", "pyyaml"}
+    have = {"torch": "2.11.0", "transformers": "5.17.0", "pyyaml": None}
     lines = ["torch==2.13.0", "transformers==5.19.0", "PyYAML==6.0.3", "omegaconf==2.4.0", "mosaicml-cli==0.8.3"]
     assert wheelhouse.missing(lines, have) == ["omegaconf==2.4.0", "mosaicml-cli==0.8.3"]
 
@@ -33,7 +33,7 @@ def test_what_the_target_has_is_left_to_it_whatever_its_version():
 def test_the_targets_list_reads_pip_freeze_and_plain_names(tmp_path):
     listed = tmp_path / "have.txt"
     listed.write_text("torch==2.11.0\nPyYAML==6.0.2\nnvidia_ml_py\n# a comment\nfoo @ file:///x.whl\n\n")
-    assert wheelhouse.read_have(listed) == {"torch", "pyyaml", "nvidia-ml-py", "foo"}
+    assert wheelhouse.read_have(listed) == {"torch": "2.11.0", "pyyaml": "6.0.2", "nvidia-ml-py": None, "foo": None}
 
 
 def test_requirements_hold_only_where_their_markers_hold_on_the_target(tmp_path):
@@ -59,7 +59,7 @@ def test_the_wheelhouse_is_the_closure_of_what_the_target_lacks(tmp_path, monkey
         return a_wheel(out, name, "1.0", published[name])
 
     monkeypatch.setattr(wheelhouse, "fetch", fetch)
-    have = {"torch", "pyyaml", "typing-extensions"}
+    have = {"torch": None, "pyyaml": None, "typing-extensions": None}  # a plain list of names
     wheels = wheelhouse.make(tmp_path / "wh", have, ["torch==2.13.0", "omegaconf==2.4.0", "deepspeed==0.19.8",
                                                      "vllm==0.32.0"], {"vllm"}, "3.12", ())
     names = [w.name.split("-")[0] for w in wheels]
@@ -80,3 +80,20 @@ def test_make_needs_the_targets_packages_and_python(args, capsys):
     with pytest.raises(SystemExit) as ended:
         wheelhouse.main(args)
     assert ended.value.code == 2 and "required" in capsys.readouterr().err
+
+
+def test_a_need_the_target_has_at_a_version_outside_its_range_is_fetched(tmp_path, monkeypatch):
+    """What the first GPU run met: the image's rich 14 does not serve mosaicml-cli's rich<14, and an offline install
+    fails unless the wheelhouse holds a rich 13. A need whose version the list does not give is left to the target."""
+    published = {"mosaicml-cli": ["rich<14.0.0,>=12.6.0", "pyyaml>=5.4.1", "termcolor>=1.1.0"], "rich": []}
+    fetched = []
+
+    def fetch(spec_text, out, python_version, platforms):
+        name = wheelhouse.canonical(wheelhouse.requirement_name(spec_text))
+        fetched.append(spec_text)
+        return a_wheel(out, name, "13.9.4" if name == "rich" else "1.0", published[name])
+
+    monkeypatch.setattr(wheelhouse, "fetch", fetch)
+    have = {"rich": "14.2.0", "pyyaml": "6.0.3", "termcolor": None}
+    wheelhouse.make(tmp_path / "wh", have, ["mosaicml-cli==0.8.3", "rich==13.9.4"], set(), "3.12", ())
+    assert fetched == ["mosaicml-cli==0.8.3", "rich<14.0.0,>=12.6.0"]

@@ -62,7 +62,17 @@ def activation_bytes(model: ModelSpec, batch_size: int, input_length: int, eager
     logits = LOGITS_FP32_COPIES * batch_size * c.vocab_size * 4
     copies = config_view.eager_score_copies(c)
     scores = copies * batch_size * c.num_attention_heads * input_length**2 * 4 if eager_attention else 0
-    return layer + logits + scores
+    return layer + logits + scores + dequantized_layer_bytes(model)
+
+
+def dequantized_layer_bytes(model: ModelSpec) -> int:
+    """A quantized layout that multiplies by its weight dequantized (harness/model/quantized.py, `dequantizes`) holds
+    the largest linear layer at the model's dtype while it runs: the LM head (vocab x hidden) or the MLP's widest."""
+    if model.quantized is None or not model.quantized.dequantizes_per_matmul:
+        return 0
+    c = model.config
+    widest = max(c.vocab_size, getattr(c, "intermediate_size", None) or 0)
+    return widest * c.hidden_size * model.dtype_bytes
 
 
 def mlp_width_per_token(c) -> int:
