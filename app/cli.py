@@ -16,9 +16,11 @@ from typing import List, Optional, Tuple
 from rich.console import Console
 
 from app.console import console, err_console, print_capacity, print_plan
-from app.session import SweepOptions, check_resumable, run_sweep
+from app.resume import check_resumable
+from app.session import SweepOptions, run_sweep
 from backends.registry import BACKENDS, engine_distributions
 from harness.config import schema
+from harness.config.grid import MAX_GRID_ENTRIES
 from harness.config.sweep import SweepConfig, load_config, model_sections, to_plain
 from harness.errors import UserError
 from harness.measure.writers import ResultsDir
@@ -77,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="results folder (default: results/<benchmark_name>-<time>/)")
     run.add_argument("--resume", action="store_true", help="continue a sweep in --output-dir, skipping done points")
     run.add_argument("--no-plots", action="store_true", help="skip drawing charts at the end of the sweep")
+    run.add_argument("--yes", action="store_true", help="run a backend entry's grid even when it makes more than "
+                     f"{MAX_GRID_ENTRIES} entries (without it, that is a config error)")
     look = parser.add_argument_group("looking before running (nothing is loaded)")
     look.add_argument("--dry-run", action="store_true", help="print every point with its memory estimate and "
                       "whether it runs here, and exit")
@@ -171,7 +175,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             if translated is None:
                 return 0
         config = load_config(args.config, args.overrides + scheduler_overrides(args), BACKENDS, WORKLOADS,
-                             raw=translated)
+                             raw=translated, large_grids=args.yes)
         models = models_of(config)
         if args.mcli:
             return launch_remote(config, models, args.mcli, args.submit)

@@ -17,10 +17,10 @@ from harness.model.spec import ModelSpec
 from harness.plan.capacity import Capacity
 from harness.plan.entry import EntryPlan
 
-# Logs and CI capture stdout: give them wide lines instead of rich's 80-column fallback.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+# Logs and CI capture stdout: wide lines, not rich's 80 columns. No markup: a grid's labels hold [brackets].
+console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 140)
 # Beside output that must stay machine-readable on stdout (a platform launch's dry run prints run YAML there).
-err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 140)
+err_console = Console(stderr=True, highlight=False, markup=False, width=None if sys.stderr.isatty() else 140)
 
 
 def _float(cell: object) -> float:
@@ -196,7 +196,7 @@ class SweepProgress:
 
     def __init__(self, total: int, several_models: bool = False):
         self.several_models = several_models
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        self.progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=console)
         self.task = self.progress.add_task("sweep", total=total)
 

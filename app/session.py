@@ -21,7 +21,6 @@ from app.console import (
 )
 from harness.config.speculative import baselines as spec_baselines
 from harness.config.sweep import SweepConfig, to_plain
-from harness.errors import UserError
 from harness.measure.annotations import PointAnnotations
 from harness.measure.crosscheck import TokenCrossCheck
 from harness.measure.explain import PointExplainer
@@ -44,11 +43,6 @@ from harness.run.worker import WorkerJob
 
 PEAKS_CACHE = "hardware_peaks.json"  # the CPU probe's figures, per dtype (harness/model/hardware.py)
 PROBES_DIR = "probes"  # the reference entries' logits probes, for a resumed sweep (harness/measure/quality.py)
-# Keys whose change makes earlier rows incomparable with new ones (the axes themselves, batch sizes, lengths, rates
-# and caps, may grow: new points are simply run).
-RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "stop", "num_warmup_batches", "seed",
-               "scenario", "stream.arrival", "stream.num_requests", "stream.num_warmup_requests", "stream.seed",
-               "stream.slo", "stream.trace", "stream.trace_format", "stream.time_scale", "stream.window")
 
 
 class SweepObserver(Protocol):
@@ -81,29 +75,6 @@ class SweepOptions:
     control: Optional[NodeControl] = None  # node 0's rendezvous, where an entry spans several nodes (closed at the end)
     # The registered engines' distributions, whose versions the manifest records (backends/registry.py)
     engine_distributions: Tuple[str, ...] = ()
-
-
-def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:
-    """Refuse to mix rows measured under a different model, workload, sampling, seed or batch count into one folder."""
-    if not previous:
-        return
-    now = to_plain(config)
-    for key in RESUME_KEYS:
-        before, after = _lookup(previous["config"], key), _lookup(now, key)
-        if before != after:
-            raise UserError(f"--resume: {path} was measured with {key}={before!r}, this config has {after!r}; "
-                            "use a new --output-dir")
-    before, after = previous["config"].get("models"), now.get("models")
-    if before != after and not (before and after and all(model in after for model in before)):
-        raise UserError(f"--resume: {path} was measured with models={before!r}; this config changes or removes one "
-                        f"of them ({after!r}): models may be added on resume, never changed; else use a new "
-                        "--output-dir")
-
-
-def _lookup(config: object, dotted: str):
-    for part in dotted.split("."):
-        config = config.get(part) if isinstance(config, dict) else None
-    return config
 
 
 def run_sweep(config: SweepConfig, plans: List[EntryPlan], out: ResultsDir, done: set, previous: dict,

@@ -178,6 +178,18 @@ class Backend(ABC, Generic[OptionsT]):
         bare forward to run."""
         return None
 
+    def reset_prefix_cache(self) -> None:
+        """Empty the engine's prefix cache, so the point about to run starts with none of an earlier point's prompts
+        (the runner calls it before each point unless the sweep sets keep_prefix_cache). Nothing to do for an engine
+        without one, the default."""
+        return None
+
+    def profile(self, batch: BatchSpec) -> Optional[bytes]:
+        """`batch` run once more, untimed, under the engine's profiler (`profile: true`, after the point's timed
+        batches and its peak memory were read): its Chrome trace as gzipped JSON, or None (a rank that does not
+        report, an engine without one: `BackendOptions.cannot_profile` refuses the key for those)."""
+        return None
+
     def perplexity(self, token_ids: Sequence[int], window: int) -> Optional[float]:
         """exp(mean negative log-likelihood) of each token given those before it in its window (`window` tokens,
         non-overlapping; docs/measurement.md, "Quantization"); None where the engine has no bare forward to score

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Sequence, Set, Tuple
 
 from backends.base import Backend, BackendOptions, Placement
 from harness.errors import UserError
@@ -29,6 +29,9 @@ from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, client
 class SyntheticOptions(BackendOptions):
     ttft_ms: float = opt(1.0, help="Time to first token of every batch and request, slept.")
     tpot_ms: float = opt(0.5, help="Time per further output token (a batch's decode step), slept.")
+    prefix_caching: bool = opt(False, help="Keep every stream prompt it has served and report a prompt it has seen "
+                               "before as wholly cached (cached_tokens), until the runner resets the cache before a "
+                               "point: the bookkeeping of a prefix cache, with no KV behind it.")
 
     def validate(self, key: str) -> None:
         for name in ("ttft_ms", "tpot_ms"):
@@ -56,6 +59,10 @@ class SyntheticBackend(Backend[SyntheticOptions]):
 
     def load(self) -> None:
         """Nothing to load."""
+        self.seen_prompts: Set[Tuple[int, ...]] = set()  # prefix_caching: the prompts served since the last reset
+
+    def reset_prefix_cache(self) -> None:
+        self.seen_prompts.clear()
 
     def run(self, batch: BatchSpec) -> BatchTiming:
         """Every sequence produces its whole budget: the first tokens after ttft_ms, then one step per tpot_ms."""
@@ -73,14 +80,24 @@ class SyntheticBackend(Backend[SyntheticOptions]):
         budgets = stream.requests.max_tokens
 
         async def submit(index: int) -> Submitted:
-            n = budgets[index]
+            n, cached = budgets[index], self._cached_tokens(stream.prompt_ids(index))
             await asyncio.sleep(self.options.ttft_ms / 1e3)
             first = time.perf_counter()
             await asyncio.sleep((n - 1) * self.options.tpot_ms / 1e3)
             return Submitted(first_token_s=first, last_token_s=time.perf_counter(), output_tokens=n,
-                             token_ids=_tokens(n))
+                             token_ids=_tokens(n), cached_tokens=cached)
 
         return run_stream(stream, submit, spin_s=client_spin_s(engine_on_this_cpu=False))
+
+    def _cached_tokens(self, prompt: Sequence[int]) -> Optional[int]:
+        """With prefix_caching, the whole prompt if it was served before, else 0 (then it is remembered); without,
+        None: the engine does not say."""
+        if not self.options.prefix_caching:
+            return None
+        key = tuple(prompt)
+        cached = len(key) if key in self.seen_prompts else 0
+        self.seen_prompts.add(key)
+        return cached
 
 
 def _tokens(n: int) -> Tuple[int, ...]:

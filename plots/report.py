@@ -15,6 +15,7 @@ from plots.data import fmt
 from plots.errors import PlotError
 from plots.html.page import write_html_report
 from plots.load import BATCH, STREAM
+from plots.grid.report import grid_lines
 from plots.memory_report import memory_lines
 from plots.quantization import charts as quantization_charts
 from plots.quantization.report import quantization_lines
@@ -83,6 +84,7 @@ def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[
     batch = data.of_scenario(table, BATCH)
     if not batch.empty:
         lines += ["## Summary", "", *summary_table(batch), "", *unsettled_lines(batch)]
+    lines += grid_lines(table)
     lines += quantization_lines(table, sources)
     lines += memory_lines(table)
     lines += stream_lines(data.of_scenario(table, STREAM))

@@ -15,6 +15,9 @@ answered, then every `--every`-th one gets the next fault of `--faults`, in turn
 - stall: a token, then nothing until the client gives up.
 `--die-after N`: the process exits (code 3) when request N arrives, after sending it a token: a server that dies
 mid-point.
+`--reset-endpoint`: answers POST /reset_prefix_cache as vLLM's development mode does (`{"success": true}`; the first
+`--refuse-resets` ones `{"success": false}`); without it that path is a 404. GET /stats says how many requests and
+resets arrived; `--reset-log PATH` gets a line per reset: how many completions requests had arrived.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ class FaultServer:
         self.faults, self.every, self.skip, self.die_after = faults, every, skip, die_after
         self.token_gap_s = token_gap_s
         self.arrived = 0
+        self.resets = 0  # POST /reset_prefix_cache answered, refused ones included
+        self.refuse_resets = 0
+        self.reset_log = ""
 
     def fault_for(self, number: int):
         counted = number - self.skip
@@ -79,6 +85,17 @@ class FaultServer:
         return response
 
 
+    async def reset_prefix_cache(self, _request: web.Request) -> web.Response:
+        self.resets += 1
+        if self.reset_log:
+            with open(self.reset_log, "a") as log:
+                log.write(f"{self.arrived}\n")
+        return web.json_response({"success": self.resets > self.refuse_resets})
+
+    async def stats(self, _request: web.Request) -> web.Response:
+        return web.json_response({"requests": self.arrived, "resets": self.resets})
+
+
 async def health(_request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
@@ -95,12 +112,18 @@ def main() -> None:
     parser.add_argument("--skip", type=int, default=0)
     parser.add_argument("--die-after", type=int, default=0)
     parser.add_argument("--token-gap-ms", type=float, default=2.0, help="time before each token; 0: at once")
+    parser.add_argument("--reset-endpoint", action="store_true", help="answer POST /reset_prefix_cache")
+    parser.add_argument("--refuse-resets", type=int, default=0, help="the first N resets answer success: false")
+    parser.add_argument("--reset-log", default="", help="a file that gets a line per reset")
     args = parser.parse_args()
     server = FaultServer([f for f in args.faults.split(",") if f], args.every, args.skip, args.die_after,
                          args.token_gap_ms / 1e3)
+    server.refuse_resets, server.reset_log = args.refuse_resets, args.reset_log
     app = web.Application()
-    app.add_routes([web.get("/health", health), web.get("/v1/models", models),
+    app.add_routes([web.get("/health", health), web.get("/v1/models", models), web.get("/stats", server.stats),
                     web.post("/v1/completions", server.completions)])
+    if args.reset_endpoint:
+        app.add_routes([web.post("/reset_prefix_cache", server.reset_prefix_cache)])
     # A stalled handler is dropped when its client gives up, and does not hold up SIGTERM.
     web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None, shutdown_timeout=1.0,
                 handler_cancellation=True)

@@ -23,7 +23,7 @@ from harness.errors import UserError
 from harness.fields import opt
 from harness.model.spec import ModelSpec
 from harness.plan.points import SweepPoint
-from harness.scenarios.arrivals import arrival_times
+from harness.scenarios.arrivals import stream_arrivals
 from harness.scenarios.batch import BatchSpec, Sampling
 from harness.scenarios.stream import StreamSpec
 from workloads.prefixes import PREFIX_KEY, PrefixOptions, make_prefixes, validate_prefix
@@ -198,13 +198,13 @@ class Workload(ABC, Generic[OptionsT]):
         trace's."""
         if self.trace is not None:
             return self.trace_stream(point, phase, stream.num_warmup_requests)
-        count = stream.num_requests if phase == "timed" else stream.num_warmup_requests
+        rate = point.request_rate
+        assert rate is not None  # a rate search (`request_rates: auto`) runs each probe at a rate of its own
+        arrivals = stream_arrivals(stream, rate, phase)  # arrival: stages: as many as its schedule holds
+        count = len(arrivals)
         prompts, max_tokens = self.stream_prompts(point, phase, count)
         requests = BatchSpec(self.prefixed(prompts), max_tokens, self.forced, self.sampling,
                              self.stream_seeds(point, phase, count), self.stream_messages(phase, count))
-        rate = point.request_rate
-        assert rate is not None  # a rate search (`request_rates: auto`) runs each probe at a rate of its own
-        arrivals = arrival_times(stream.arrival, rate, count, stream.seed, phase)
         return StreamSpec(requests, arrivals, point.max_concurrency)
 
     @property

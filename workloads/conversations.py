@@ -20,7 +20,7 @@ from harness.config.stream import StreamConfig
 from harness.errors import UserError
 from harness.fields import opt
 from harness.plan.points import SweepPoint
-from harness.scenarios.arrivals import PHASES, arrival_times
+from harness.scenarios.arrivals import PHASES, stream_arrivals
 from harness.scenarios.batch import BatchSpec
 from harness.scenarios.stream import StreamSpec, Turns
 from workloads.templates import render
@@ -86,7 +86,8 @@ def conversation_stream(conversations, point: SweepPoint, stream: StreamConfig, 
     sampling seeds."""
     rate = point.request_rate
     assert rate is not None  # a rate search (`request_rates: auto`) runs each probe at a rate of its own
-    starts = arrival_times(stream.arrival, rate, len(conversations), stream.seed, "timed")
+    starts = stream_arrivals(stream, rate, "timed")
+    assert len(starts) == len(conversations), "one conversation per first-turn arrival"
     gaps = _gap_draws(options, stream.seed, sum(len(c.later_ids) for c in conversations))
     prompts: List[List[int]] = []
     budgets, messages, arrivals = [], [], []

@@ -22,6 +22,7 @@ from harness.errors import UserError
 from harness.fields import opt
 from harness.model.spec import ModelSpec
 from harness.plan.points import SweepPoint
+from harness.scenarios.arrivals import stream_arrivals
 from harness.scenarios.stream import StreamSpec
 from workloads.base import Workload, WorkloadOptions
 from workloads.conversations import (
@@ -125,7 +126,9 @@ class PromptsWorkload(Workload[PromptsOptions]):
         (they warm the engine up; the timed conversations share nothing with them)."""
         if not self.options.multi_turn or phase == "warmup":
             return super().stream(point, phase, stream)
-        conversations = self._stream_pool(phase, stream.num_requests)
+        assert point.request_rate is not None  # a rate search's probes each have theirs
+        # arrival: stages: as many conversations as its schedule holds first turns
+        conversations = self._stream_pool(phase, len(stream_arrivals(stream, point.request_rate, phase)))
         conversations = [dataclasses.replace(c, token_ids=tuple(self.prefixed([list(c.token_ids)], i)[0]))
                          for i, c in enumerate(conversations)]
         return conversation_stream(conversations, point, stream, self.options, self.forced, self.sampling,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from backends.base import DEVICES, Backend, BackendOptions, Placement, resolve_device
-from backends.generate import quantization
+from backends.generate import profiling, quantization
 from harness.errors import UserError
 from harness.fields import opt
 from harness.model import config_json as config_view
@@ -31,6 +31,9 @@ class GenerateOptions(BackendOptions):
 
     device: str = opt("auto", help="auto (cuda when present, else cpu) | cpu | cuda.")
     attn_implementation: str = opt("sdpa", help=" | ".join(ATTENTIONS) + ".")
+
+    def cannot_profile(self) -> Optional[str]:
+        return None  # torch.profiler around one more `generate` (GenerateEngine.profile)
 
     def validate(self, key: str) -> None:
         for name, allowed in (("device", DEVICES), ("attn_implementation", ATTENTIONS)):
@@ -220,6 +223,12 @@ class GenerateEngine(Backend[GenerateOptionsT]):
         head = probed(batch)
         input_ids, attention_mask = self._inputs(head)
         return quantization.probe_logits(self.net, input_ids, attention_mask, head.input_tokens)
+
+    def profile(self, batch: BatchSpec) -> Optional[bytes]:
+        """The engine's own `run` (a ZeRO rank's share, a pipeline's stages) under torch.profiler, its timing
+        dropped."""
+        name = f"generate bs{batch.batch_size} in{max(batch.input_tokens)} out{batch.max_output_tokens}"
+        return profiling.traced(lambda: self.run(batch), self.placement.device, name)
 
     def perplexity(self, token_ids: Sequence[int], window: int) -> Optional[float]:
         return quantization.perplexity(self.net, token_ids, window, self.placement.device)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from harness.plan.points import SweepShape
 from harness.scenarios.batch import BatchSpec, Sampling
-from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
+from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, run_stream
 
 if TYPE_CHECKING:  # imported where used: planning reads this module without transformers
     from transformers.generation.continuous_batching import ContinuousBatchingManager
@@ -44,12 +44,13 @@ class ContinuousBatcher:
 
         The manager schedules every step itself (FIFO: decoding requests first, then waiting prompts, at most
         max_batch_size requests and max_batch_tokens tokens per step, prompts split over steps beyond that).
-        Its outputs come back on this backend's event loop (`register_result_handler`), one per token.
-        `first_token_s`, `last_token_s`: the manager's own per-token stamps (`record_timestamps`: time.perf_counter,
-        the clock of every other stamp, read in its thread as it records each token on the host), so they leave out
-        the hop back to the event loop; `token_gaps_s`: the gaps between the hand-overs the event loop received (a
-        TokenClock), what a client sees; `queued_s`: the manager's own wait, from `add_request` until it scheduled
-        the request.
+        A request's output comes back on this backend's event loop once, when it finishes (`register_result_handler`,
+        not streamed: a token-by-token hand-over woke the event loop every step and cost 2-6% of the manager's own
+        loop, docs/measurement.md). Every timing is the manager's own per-token stamps (`record_timestamps`:
+        time.perf_counter, the clock of every other stamp, read in its thread as it records each token on the host):
+        `first_token_s`, `last_token_s`, and `token_gaps_s` (the gaps between consecutive stamps: when the engine had
+        each token, not when a client would have received it); `queued_s`: the manager's own wait, from
+        `add_request` until it scheduled the request.
 
         Forced lengths: the manager has no min_new_tokens (it drops that processor), so a forced request gets no EOS
         to stop on and EOS is suppressed at every step (`suppress_tokens`), which is what generate's
@@ -76,24 +77,22 @@ class ContinuousBatcher:
         """Add request `index` of stream `tag` to the running manager and wait for its last token: `drive`'s submit."""
         sent_s = time.perf_counter()  # drive stamps sent_s just before this: no later than it
         request_id = f"stream{tag}-{index}"
-        clock, done = TokenClock(), asyncio.get_running_loop().create_future()
-        seen = [0]
+        done = asyncio.get_running_loop().create_future()
 
-        def on_output(output) -> None:  # on the event loop, once per token (streaming) and at the end
-            clock.arrived(len(output.generated_tokens) - seen[0])
-            seen[0] = len(output.generated_tokens)
+        def on_output(output) -> None:  # on the event loop, once: the request finished (not streamed)
             if output.is_finished() and not done.done():
-                done.set_result(output)
+                done.set_result((output, time.perf_counter()))
 
         manager.register_result_handler(request_id, on_output)
         added = manager.add_request(stream.prompt_ids(index), request_id=request_id,
-                                    max_new_tokens=stream.requests.max_tokens[index], streaming=True,
+                                    max_new_tokens=stream.requests.max_tokens[index], streaming=False,
                                     record_timestamps=True, eos_token_id=eos)
         if added is None:
             with manager.output_router._lock:
                 manager.output_router.result_handlers.pop(request_id, None)
             raise RuntimeError(f"the continuous-batching manager refused the request ({_manager_state(manager)})")
-        return _submitted(await done, sent_s, clock)
+        output, received_s = await done
+        return _submitted(output, sent_s, received_s)
 
     def sizes(self) -> Dict[str, int]:
         """The manager's limits: max_batch_size requests per step, and a KV cache that holds that many of the
@@ -164,19 +163,19 @@ def cb_sizes(max_batch_size: int, longest_input: int, longest_request: int) -> D
             "max_batch_tokens": max(n, min(CB_MAX_BATCH_TOKENS, n * max(1, longest_input)))}
 
 
-def _submitted(output, sent_s: float, clock: TokenClock) -> Submitted:
+def _submitted(output, sent_s: float, received_s: float) -> Submitted:
     """A finished request's timing, from the manager's own per-token stamps, checked against the window in which this
-    side sent the request (`sent_s`) and received its last token (`clock`)."""
+    side sent the request (`sent_s`) and received its output (`received_s`)."""
     if output.error:
         raise RuntimeError(output.error)
     stamps = output.timestamps or ()
     if len(stamps) != len(output.generated_tokens) or not stamps:
         raise RuntimeError(f"the manager stamped {len(stamps)} of {len(output.generated_tokens)} tokens")
-    if not sent_s <= output.created_time <= output.lifespan[0] <= stamps[0] <= stamps[-1] <= clock.last_s:
+    if not sent_s <= output.created_time <= output.lifespan[0] <= stamps[0] <= stamps[-1] <= received_s:
         raise RuntimeError("the manager's timestamps fall outside the request's window: clock mismatch")
     return Submitted(stamps[0], stamps[-1], output_tokens=len(output.generated_tokens),
-                     token_gaps_s=clock.gaps_s(), queued_s=output.lifespan[0] - output.created_time,
-                     token_ids=tuple(output.generated_tokens))
+                     token_gaps_s=tuple(b - a for a, b in zip(stamps, stamps[1:])),
+                     queued_s=output.lifespan[0] - output.created_time, token_ids=tuple(output.generated_tokens))
 
 
 def _manager_state(manager) -> str:

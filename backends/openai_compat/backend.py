@@ -31,7 +31,9 @@ from typing import Any, Dict, List, Optional, Tuple
 from backends.base import Backend, Placement
 from backends.openai_compat import server_metrics
 from backends.openai_compat.client import ENDPOINTS, CompletionsClient
+from backends.openai_compat.command import arg_values, fill
 from backends.openai_compat.options import OpenAIOptions, server_root, starts_vllm
+from backends.openai_compat.prefix_cache import PrefixCacheReset
 from backends.openai_compat.process import exit_wording, log_tail, start_server, stop_group
 from backends.vllm_engine.architectures import removed_architecture
 from harness.errors import UserError
@@ -115,12 +117,13 @@ class OpenAIBackend(Backend[OpenAIOptions]):
                 assert o.base_url is not None  # validate(): exactly one of base_url and command
                 self.base_url = server_root(o.base_url)
                 self._wait_healthy()
-            self.served_model = self._fill(o.model, self._values) if o.model else self._first_model()
+            self.served_model = fill(o.model, self._values) if o.model else self._first_model()
             self.server_version = self._server_version()
             tokenizer = self._output_tokenizer()
             self.metrics_url = self.base_url + o.metrics_path if o.metrics_path else None
             self.metrics_note = server_metrics.probe(self.metrics_url, self._auth_headers()) if self.metrics_url \
                 else "metrics_path: null, not scraped"
+            self.prefix_cache = PrefixCacheReset(self.base_url, self._auth_headers())
         except BaseException:
             self.close()
             raise
@@ -141,25 +144,20 @@ class OpenAIBackend(Backend[OpenAIOptions]):
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-openai-")
         tmp = Path(self._tmp.name)
         self.port = free_port()
-        self._values = {"{python}": sys.executable, "{port}": str(self.port)}
+        self._values = {"{python}": sys.executable, "{port}": str(self.port), **arg_values(self.options.server_args)}
         if "{model_dir}" in command:
             self._values["{model_dir}"] = self._model_dir(tmp / "model", with_weights=False)
         if "{checkpoint_dir}" in command:
             self._values["{checkpoint_dir}"] = self._model_dir(tmp / "checkpoint", with_weights=True)
-        self.argv = [self._fill(word, self._values) for word in shlex.split(command)]
+        self.argv = [fill(word, self._values) for word in shlex.split(command)]
         self.log_path = tmp / "server.log"
-        self._proc = start_server(self.argv, self.log_path)
+        # vLLM has POST /reset_prefix_cache (emptied before each point) only in its development mode.
+        env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"} if starts_vllm(command) else None
+        self._proc = start_server(self.argv, self.log_path, env)
         self.server_pid = self._proc.pid
         base_url = f"http://127.0.0.1:{self.port}"
         self._wait_healthy(base_url)
         return base_url
-
-    @staticmethod
-    def _fill(word: str, values: Dict[str, str]) -> str:
-        """Placeholders are filled word by word after splitting, so a path with spaces stays one argument."""
-        for placeholder, value in values.items():
-            word = word.replace(placeholder, value)
-        return word
 
     def _model_dir(self, folder: Path, with_weights: bool) -> str:
         """Random weights: the sweep's resolved config.json plus the model's tokenizer files, so the server builds
@@ -269,11 +267,9 @@ class OpenAIBackend(Backend[OpenAIOptions]):
     def serve(self, stream: StreamSpec) -> StreamTiming:
         """The stream's requests; a failed one is a request's error (kept, counted), not the point's. A server the
         harness started that has died since ends each later point at once, saying so."""
-        ended = self._ended()
-        if ended:
-            how, log = ended
-            raise RuntimeError(f"the server {how} during the sweep; {log}")
+        self._check_still_up()
         assert self._loop is not None  # load() made it; only close() drops it
+        self.prefix_cache.clean = False
         scraper = None
         if self.metrics_note is None:
             assert self.metrics_url is not None  # the note is None only once metrics_url answered the probe
@@ -289,9 +285,22 @@ class OpenAIBackend(Backend[OpenAIOptions]):
 
     # --- the rest -------------------------------------------------------------------------------------------
 
+    def reset_prefix_cache(self) -> None:
+        """POST /reset_prefix_cache (vLLM's); nothing for a server without it (runtime info says which). A started
+        server that has died says so first, as `serve` would."""
+        self._check_still_up()
+        self.prefix_cache.reset()
+
+    def _check_still_up(self) -> None:
+        """A server the harness started that has died since ends each later point at once, saying so."""
+        ended = self._ended()
+        if ended:
+            how, log = ended
+            raise RuntimeError(f"the server {how} during the sweep; {log}")
+
     def engine_stats(self) -> Dict[str, object]:
         """`prefix_caching` where a started server's command says it (vLLM's flags); else unknown."""
-        words = (self.options.command or "").split()
+        words = self.argv or []
         caching = False if "--no-enable-prefix-caching" in words else True if "--enable-prefix-caching" in words \
             else None
         return {"batching": "server", "prefix_caching": caching}
@@ -302,9 +311,11 @@ class OpenAIBackend(Backend[OpenAIOptions]):
                                    "server_version": self.server_version}
         if self.options.command is not None:
             info["command"] = self.options.command
-            info["argv"] = self.argv
+            info["argv"] = self.argv  # as run: every placeholder filled, server_args' values too
+            info["server_pid"] = self.server_pid
         info["server_metrics"] = self.metrics_note or (f"GET {self.metrics_url} every "
                                                         f"{self.options.metrics_interval_s:g} s while a stream runs")
+        info["prefix_cache_reset"] = self.prefix_cache.note()
         return info
 
     def close(self) -> None:

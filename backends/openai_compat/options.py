@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional
 
 from backends.base import BackendOptions
 from backends.openai_compat.client import ENDPOINTS, EXTENSIONS, HARNESS_FIELDS
+from backends.openai_compat.command import check_server_args
 from harness.errors import UserError
 from harness.fields import opt
 
@@ -27,7 +28,12 @@ class OpenAIOptions(BackendOptions):
         "127.0.0.1, required), {model_dir} (a folder with the sweep's resolved config.json and the model's "
         "tokenizer files, for servers that make dummy weights: vLLM, SGLang), {checkpoint_dir} (the same plus the "
         "harness's random weights as model.safetensors, for servers that load files: transformers serve, TGI); "
-        "with pretrained weights both are the model's own name_or_path."
+        "with pretrained weights both are the model's own name_or_path. Any other {NAME} is a key of server_args."
+    )
+    server_args: Dict[str, Any] = opt(
+        factory=dict, help="With command: values the command takes as placeholders {NAME}, each written as YAML "
+        "writes it (true, 16, fp8), e.g. {max_num_seqs: 16} for a command with --max-num-seqs {max_num_seqs}. A grid "
+        "over server_args.NAME starts one server per value. Every key must appear in the command."
     )
     model: Optional[str] = opt(None, help="`model` sent in every request; default: the first id of GET /v1/models. "
                                "With command, {model_dir} and {checkpoint_dir} are filled in as in the command.")
@@ -59,6 +65,9 @@ class OpenAIOptions(BackendOptions):
     extra_body: Dict[str, Any] = opt(factory=dict,
                                      help="Merged into every request body, e.g. {repetition_penalty: 1.0}.")
 
+    def cannot_profile(self) -> Optional[str]:
+        return "openai sends requests to a server whose process the harness does not profile"
+
     def validate(self, key: str) -> None:
         if (self.base_url is None) == (self.command is None):
             raise UserError(f"{key}.base_url: set exactly one of {key}.base_url (a running server) and "
@@ -74,6 +83,10 @@ class OpenAIOptions(BackendOptions):
                 raise UserError(f"{key}.command: is empty")
             if "{port}" not in self.command:
                 raise UserError(f"{key}.command: must contain {{port}}, the port the harness picks and sends to")
+            check_server_args(key, self.command, self.server_args)
+        elif self.server_args:
+            raise UserError(f"{key}.server_args: fills placeholders of {key}.command; a running server (base_url) "
+                            "takes none")
         for name, allowed in (("endpoint", ENDPOINTS), ("extensions", EXTENSIONS)):
             if getattr(self, name) not in allowed:
                 raise UserError(f"{key}.{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 from pathlib import Path
-from typing import List
+from typing import Dict, List, Optional
 
 from harness.run.process_group import die_with_parent, end_group
 
@@ -13,13 +13,13 @@ STOP_GRACE_S = 20.0
 LOG_TAIL_LINES = 5
 
 
-def start_server(argv: List[str], log_path: Path) -> subprocess.Popen:
+def start_server(argv: List[str], log_path: Path, env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
     """Start a server command as the leader of its own process group (so that `stop_group` ends all of it),
     its output into `log_path`, and SIGTERMed by the kernel when the thread that started it dies
     (PR_SET_PDEATHSIG fires when the forking *thread* exits: start it from one that lives as long as the
-    backend, as the worker's main thread does)."""
+    backend, as the worker's main thread does). `env`: the server's environment (default: the harness's)."""
     with open(log_path, "wb") as log:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True, preexec_fn=die_with_parent)
 
 

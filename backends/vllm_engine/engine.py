@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 from backends.base import Backend, Placement, resolve_device
 import backends.vllm_engine.quantization as vllm_quantization
 from backends.vllm_engine.architectures import removed_architecture
-from backends.vllm_engine.options import CPU_KV_CACHE_DEFAULT_BYTES, VLLMOptions, split_cores
+from backends.vllm_engine.options import CPU_KV_CACHE_DEFAULT_BYTES, SCHEDULER_ARGS, VLLMOptions, split_cores
 from backends.vllm_engine.speculative import SPEC_METHODS, spec_totals, speculative_config
 from backends.vllm_engine.stream import AsyncEngine
 from harness.measure.peak_memory import DeviceMemoryInUse, ProcessTreeMemory
@@ -151,6 +151,7 @@ class VLLMBackend(Backend[VLLMOptions]):
         # max_batch_size is the largest max_concurrency, 0 when uncapped: the engine's own limit then decides.
         if self.shape.max_batch_size > 256:
             args["max_num_seqs"] = self.shape.max_batch_size
+        args.update({name: getattr(o, name) for name in SCHEDULER_ARGS if getattr(o, name) is not None})
         args.update(vllm_quantization.engine_args(o.quantization, self.placement.device, self.model))
         if self._probing:
             args.update(vllm_quantization.probe_args())
@@ -220,6 +221,15 @@ class VLLMBackend(Backend[VLLMOptions]):
         params = sampling_params(stream.requests, output_kind=RequestOutputKind.DELTA)
         return self.engine.serve(stream, params, speculating=self.options.speculative is not None,
                                  spin_s=client_spin_s(self.placement.device == "cpu"))
+
+    def reset_prefix_cache(self) -> None:
+        """vLLM's own reset (`LLM.reset_prefix_cache`, or the async engine's): between points nothing is running, so
+        no block is held and it succeeds; a refusal would leave the cache warm, so it fails the point."""
+        if not self.options.enable_prefix_caching:
+            return
+        streaming = getattr(self, "engine", None) is not None
+        if not (self.engine.reset_prefix_cache() if streaming else self.llm.reset_prefix_cache()):
+            raise RuntimeError("vLLM refused to reset its prefix cache (blocks still held)")
 
     def cannot_run(self, batch_size: int, input_length: int, output_length: int) -> Optional[str]:
         """A batch the engine cannot hold at once would be queued or preempted: no longer one static batch."""

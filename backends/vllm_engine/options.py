@@ -24,6 +24,8 @@ OPTION_ARGS = {
     "speculative_config": "speculative", "distributed_executor_backend": "distributed_executor_backend",
 }
 EXECUTORS = ("mp", "ray")
+# Typed options passed to EngineArgs under their own names, and only when set (None: vLLM's default).
+SCHEDULER_ARGS = ("max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill", "kv_cache_dtype")
 
 
 @dataclass
@@ -49,6 +51,14 @@ class VLLMOptions(BackendOptions):
     # Prompts are random, but off-by-default keeps that true for any input a user plugs in.
     enable_prefix_caching: bool = opt(False, help="Reuse KV blocks of repeated prompt prefixes.")
     max_model_len: Optional[int] = opt(None, help="Longest sequence; default: the sweep's largest input + output.")
+    # The scheduler's knobs people sweep (a `grid`): unset, vLLM's own default for the device and usage context.
+    max_num_seqs: Optional[int] = opt(None, help="Most sequences scheduled at once (default: vLLM's, raised to the "
+                                      "sweep's largest batch above 256); a batch point larger than it is skipped.")
+    max_num_batched_tokens: Optional[int] = opt(None, help="Most tokens in one scheduler step (default: vLLM's).")
+    enable_chunked_prefill: Optional[bool] = opt(None, help="Split long prefills over steps, mixed with decodes "
+                                                 "(default: vLLM's).")
+    kv_cache_dtype: Optional[str] = opt(None, help="KV cache element type, as vLLM names it: auto, fp8, fp8_e4m3, "
+                                        "fp8_e5m2, ... (default: vLLM's, auto: the model's dtype).")
     cpu_threads_bind: Optional[str] = opt(
         None, help="VLLM_CPU_OMP_THREADS_BIND on CPU: 'auto' (vLLM's default: one core per rank, the rest "
         "reserved), 'all' (every usable core, split across ranks: what HF gets), 'nobind', or core ids per "
@@ -65,6 +75,10 @@ class VLLMOptions(BackendOptions):
     )
     engine_args: Dict[str, Any] = opt(factory=dict, help="Passed through to vllm.LLM (EngineArgs).")
 
+    def cannot_profile(self) -> Optional[str]:
+        return ("vllm's profiler (its ProfilerConfig, fixed when the engine is built) writes traces from the engine's "
+                "own processes; the harness does not collect them yet")
+
     def validate(self, key: str) -> None:
         if self.device not in DEVICES:
             raise UserError(f"{key}.device: {self.device!r} is not one of {', '.join(DEVICES)}")
@@ -79,6 +93,11 @@ class VLLMOptions(BackendOptions):
             raise UserError(f"{key}.random_weights: {self.random_weights!r} is not one of {', '.join(RANDOM_WEIGHTS)}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise UserError(f"{key}.gpu_memory_utilization: must be in (0, 1], got {self.gpu_memory_utilization}")
+        for name in SCHEDULER_ARGS[:2]:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise UserError(f"{key}.{name}: must be at least 1, got {getattr(self, name)}")
+        if self.kv_cache_dtype is not None and not self.kv_cache_dtype.strip():
+            raise UserError(f"{key}.kv_cache_dtype: must not be empty; leave it out for vLLM's default (auto)")
         for arg in self.engine_args:
             if arg in OPTION_ARGS or arg in vars(self):
                 option = OPTION_ARGS.get(arg, arg)

@@ -105,6 +105,10 @@ class AsyncEngine:
         self.loop.run_until_complete(asyncio.sleep(0.05))
         return dataclasses.replace(timing, spec=spec_totals() - before)
 
+    def reset_prefix_cache(self) -> bool:
+        """AsyncLLM.reset_prefix_cache on the engine's loop: False while blocks are still held."""
+        return bool(self.loop.run_until_complete(self.engine.reset_prefix_cache()))
+
     def collective_rpc(self, method: str) -> List[Any]:
         """`vllm.LLM.collective_rpc` for the async engine: every worker's answer, awaited on this loop."""
         return self.loop.run_until_complete(self.engine.collective_rpc(method))

@@ -4,7 +4,7 @@ typed keys (backends/<engine>.py, `Options`). Here, below the plan, so that the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from harness.config.speculative import SpeculativeConfig
 from harness.fields import opt
@@ -23,10 +23,24 @@ class BackendOptions:
     )
     quantization: str = opt("none", help="Weights as this entry loads them (none | int8 | int4 | fp8): set from "
                             "model.quantization, one entry per value.")
+    grid: Dict[str, Any] = opt(
+        factory=dict, help="Option -> list of values: one entry per combination, labelled by the values that vary "
+        "(`vllm[max_num_seqs=64]`); nested keys dotted (`engine_args.block_size`); over 64 entries needs --yes."
+    )
+    grid_values: Dict[str, Any] = opt(factory=dict, help="Set from `grid`: the values this entry's combination "
+                                      "varies (the grid_options column).")
+    profile: bool = opt(False, help="After each batch point's timed batches, one more batch of the same shape, "
+                        "untimed, under the engine's profiler: its Chrome trace in the results folder's profiles/ "
+                        "(results.csv: profile_trace). Engines without a profiler here refuse it.")
 
     @property
     def entry_label(self) -> str:
         return self.label or self.name
+
+    def cannot_profile(self) -> Optional[str]:
+        """Why this engine cannot take `profile: true` (the config is refused, naming the key), or None where it
+        can. Each engine that profiles says so (backends/generate/base.py: GenerateOptions)."""
+        return f"{self.name} has no profiler in the harness"
 
     def validate(self, key: str) -> None:
         """Value checks beyond types; raise UserError naming `key`.<field>. Must not load anything."""

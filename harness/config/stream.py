@@ -10,9 +10,10 @@ from typing import Any, List, Optional
 
 from harness.errors import UserError
 from harness.fields import is_int, opt
+from harness.config.arrival_keys import RampConfig, RateStage, validate_shape
 from harness.config.traces import FORMATS, Trace, read_trace, windowed
 
-ARRIVALS = ("poisson", "constant", "burst", "trace")
+ARRIVALS = ("poisson", "gamma", "constant", "ramp", "stages", "burst", "trace")
 
 
 @dataclass
@@ -48,9 +49,20 @@ class TraceWindow:
 class StreamConfig:
     """`scenario: stream`: requests arrive over time; each engine batches them its own way."""
 
-    arrival: str = opt("poisson", help="poisson (exponential gaps) | constant (evenly spaced) | burst (every "
-                       "request at t=0: offline throughput; request_rates ignored) | trace (the times and lengths of "
+    arrival: str = opt("poisson", help="poisson (exponential gaps) | gamma (gamma gaps, see burstiness) | constant "
+                       "(evenly spaced) | ramp (Poisson, its rate rising linearly to the point's rate, see ramp) | "
+                       "stages (Poisson at piecewise-constant rates, see stages; request_rates and num_requests "
+                       "ignored) | burst (every request at t=0: offline throughput; request_rates ignored) | trace (the times and lengths of "
                        "stream.trace; request_rates and num_requests ignored, and input_lengths and output_lengths not given).")
+    burstiness: float = opt(1.0, help="With arrival: gamma, the gaps' gamma shape (more than 0): the coefficient of "
+                            "variation of the gaps is 1/sqrt(burstiness); 1 is Poisson, smaller is burstier (as vLLM's "
+                            "bench serve --burstiness).")
+    ramp: RampConfig = opt(factory=RampConfig, help="With arrival: ramp, how the rate reaches each point's rate.")
+    stages: List[RateStage] = opt(
+        factory=list, help="With arrival: stages, a list of {rate, duration_s}: Poisson arrivals at each rate in turn. "
+        "The timed stream is every arrival before the last stage ends (num_requests and request_rates ignored; the "
+        "row's request_rate is the schedule's mean rate); warm-up requests follow the same schedule."
+    )
     trace: Optional[str] = opt(None, help="With arrival: trace, the trace file to replay (Azure LLM inference CSV, "
                                "Mooncake/aiperf JSONL, BurstGPT CSV).")
     trace_format: str = opt("auto", help="auto (from the suffix and header) | azure | mooncake | burstgpt.")
@@ -64,7 +76,13 @@ class StreamConfig:
         None, help="Cap on requests in flight (null: no cap), or a list of caps, one point each; waiting for a "
         "slot counts as latency."
     )
-    num_requests: int = opt(200, help="Timed requests per point, after the warm-up requests.")
+    num_requests: int = opt(200, help="Timed requests per point, after the warm-up requests (with duration_s: the "
+                            "most scheduled).")
+    duration_s: Optional[float] = opt(
+        None, help="Ends each point's timed requests by time: only requests due within this many seconds of the "
+        "stream's start are sent, those in flight then run to their end (null: every one of num_requests). Not with "
+        "arrival: burst or trace."
+    )
     num_warmup_requests: int = opt(10, help="Requests sent (and finished) before the timed ones, untimed.")
     seed: int = opt(0, help="Seeds the arrival times: identical for every backend.")
     max_failed_share: float = opt(
@@ -72,6 +90,12 @@ class StreamConfig:
         "wrong token count) with the point still ok: they are counted (requests_failed), kept in requests.csv with "
         "their error, and left out of the latencies. 0: any failure makes the point an error."
     )
+    saturation_margin: float = opt(
+        0.1, help="A point is saturated when its requests completed more than this share slower than they were offered "
+        "while the requests in flight kept rising (0.1: 10%)."
+    )
+    stop_at_saturation: bool = opt(True, help="In a rate sweep, skip the higher rates at the same lengths and cap once "
+                                   "one saturated; a rate search treats a saturated probe as missed.")
     slo: SLOConfig = opt(factory=SLOConfig, help="Latency targets for SLO attainment and goodput.")
     search: RateSearchConfig = opt(factory=RateSearchConfig, help="How `request_rates: auto` searches.")
 
@@ -85,6 +109,7 @@ def validate_stream(stream: StreamConfig) -> None:
     """Value checks of the `stream` section; rates and caps become lists, and a trace is read and windowed."""
     if stream.arrival not in ARRIVALS:
         raise UserError(f"stream.arrival: {stream.arrival!r} is not one of {', '.join(ARRIVALS)}")
+    validate_shape(stream)
     _validate_trace(stream)
     if stream.request_rates == "auto":
         _validate_search(stream)
@@ -99,6 +124,7 @@ def validate_stream(stream: StreamConfig) -> None:
     stream.max_concurrency = caps
     if stream.num_requests < 1:
         raise UserError(f"stream.num_requests: must be at least 1, got {stream.num_requests}")
+    _validate_bounds(stream)
     if stream.num_warmup_requests < 0:
         raise UserError(f"stream.num_warmup_requests: must be 0 or more, got {stream.num_warmup_requests}")
     if not 0 <= stream.max_failed_share < 1:
@@ -110,6 +136,21 @@ def validate_stream(stream: StreamConfig) -> None:
             raise UserError(f"stream.slo.{key}: must be more than 0 ms, got {getattr(slo, key)}")
     if not 0 < slo.percentile <= 100:
         raise UserError(f"stream.slo.percentile: must be in (0, 100], got {slo.percentile}")
+
+
+def _validate_bounds(stream: StreamConfig) -> None:
+    """stream.duration_s and the saturation rule."""
+    d = stream.duration_s
+    if d is not None:
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not d > 0:
+            raise UserError(f"stream.duration_s: must be a number of seconds more than 0 (or null), got {d!r}")
+        if stream.arrival in ("burst", "trace"):
+            raise UserError(f"stream.duration_s: bounds a stream's arrivals in time; arrival: {stream.arrival} "
+                            + ("sends every request at t=0" if stream.arrival == "burst"
+                               else "is bounded by stream.window.duration_s"))
+    if not 0 <= stream.saturation_margin < 1:
+        raise UserError(f"stream.saturation_margin: must be in [0, 1) (a share of the offered rate), got "
+                        f"{stream.saturation_margin}")
 
 
 def _rates(value: Any) -> List[float]:

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Literal, Optional, Protocol, Tuple, Union
 
 from harness.config.cluster import ClusterConfig, validate_cluster
 from harness.config.engine import BackendOptions
+from harness.config.grid import expand_grids
 from harness.config.loading import apply_override, read_yaml_mapping, to_dataclass
 from harness.config.quantization import expand_quantization, quantizations
 from harness.config.sections import (
@@ -85,6 +86,11 @@ class SweepYaml:
     stop: StopConfig = opt(factory=StopConfig, help="When `num_batches: auto` stops timing a point.")
     num_warmup_batches: int = opt(1, help="Untimed batches per point before the timed ones.")
     seed: int = opt(0, help="Seeds the random prompts (and random weights).")
+    keep_prefix_cache: bool = opt(
+        False, help="Keep what an engine's prefix cache holds from one point to the next. By default it is emptied "
+        "before each point (vLLM in process; a vLLM server through its /reset_prefix_cache), so a point's hit rate "
+        "is its own and a repeated prompt is not served from an earlier point's cache."
+    )
     skip_larger_batches_after_oom: bool = opt(
         True, help="After an out-of-memory point, skip larger batch sizes at the same lengths."
     )
@@ -119,8 +125,8 @@ class WorkloadConfig(Protocol):
 
 @dataclass(frozen=True)
 class EntryKeys:
-    """Where a backend entry is in the YAML, for messages. Entries expanded from one entry's `speculative` list or
-    `model.quantization` list share that entry's key; each `speculative` item has its own."""
+    """Where a backend entry is in the YAML, for messages. Entries expanded from one entry's `speculative` list,
+    `model.quantization` list or `grid` share that entry's key; each `speculative` item has its own."""
 
     entry: str
     speculative: str
@@ -139,13 +145,14 @@ class SweepConfig(SweepYaml):
     entry_keys: List[EntryKeys] = field(default_factory=list, kw_only=True)  # one per `backends` entry
 
 def load_config(path: str | Path, overrides: List[str], backends: "Registry", workloads: "Registry",
-                raw: Optional[dict] = None) -> SweepConfig:
+                raw: Optional[dict] = None, large_grids: bool = False) -> SweepConfig:
     """Read a sweep YAML, apply dotlist overrides, check shape and values.
 
     The registries (backends/registry.py's BACKENDS, workloads/registry.py's WORKLOADS) turn the `backends` entries and the
     `workload` section into their typed options; a workload's file paths are resolved against the
     YAML's folder first, then the working directory. `raw`, where given, is the mapping to load instead of the
-    file's (a translation of it: app/foundry/).
+    file's (a translation of it: app/foundry/). `large_grids` (--yes) lets a backend entry's `grid` make more
+    entries than harness/config/grid.py's MAX_GRID_ENTRIES.
     """
     raw = read_yaml_mapping(Path(path)) if raw is None else raw
     for item in overrides:
@@ -153,18 +160,20 @@ def load_config(path: str | Path, overrides: List[str], backends: "Registry", wo
     _replace_model_sources(raw, overrides)
     if "model" in raw and "models" in raw:
         raise UserError("models: give `model` (one) or `models` (a list to compare), not both")
-    config = _typed(to_dataclass(SweepYaml, raw), backends, workloads, Path(path).parent)
+    config = _typed(to_dataclass(SweepYaml, raw), backends, workloads, Path(path).parent, large_grids)
     validate(config)
     return config
 
 
-def _typed(parsed: SweepYaml, backends: "Registry", workloads: "Registry", folder: Path) -> SweepConfig:
-    """The checked YAML in its final types: each backend entry (one per `speculative` item and quantization) and
-    the workload as their own options, with their paths resolved against the YAML's folder; the batch sizes and
-    lengths once their own checks pass."""
+def _typed(parsed: SweepYaml, backends: "Registry", workloads: "Registry", folder: Path,
+           large_grids: bool = False) -> SweepConfig:
+    """The checked YAML in its final types: each backend entry (one per `speculative` item, quantization and
+    combination of its `grid`) and the workload as their own options, with their paths resolved against the YAML's
+    folder; the batch sizes and lengths once their own checks pass."""
     from harness.config.speculative import expand_entries  # it builds on this module
 
     expanded = expand_quantization(expand_entries(parsed.backends), quantizations(model_sections(parsed)))
+    expanded = expand_grids(expanded, backends, large_grids)
     workload = workloads.options(parsed.workload, "workload")
     for section in (workload, parsed.stream, parsed.quality):
         section.resolve_paths(folder)
@@ -268,8 +277,18 @@ def _validate_backends(config: SweepConfig) -> None:
         seen[entry.entry_label] = key
         entry.validate(key)
         entry.validate_workload(key, config.workload)
+        _validate_profile(entry, key, config.scenario)
         if entry.speculative is not None:
             entry.speculative.validate(spec_key(config, i))
+
+
+def _validate_profile(entry: BackendOptions, key: str, scenario: str) -> None:
+    """`profile: true` where the engine has no profiler, or on a stream (it traces one static batch), is refused."""
+    why = entry.cannot_profile() if entry.profile else None
+    if entry.profile and scenario != "batch":
+        why = f"traces one static batch per point (scenario: batch), not scenario: {scenario}"
+    if why is not None:
+        raise UserError(f"{key}.profile: {why}")
 
 
 def entry_key(config: SweepConfig, index: int) -> str:

@@ -102,13 +102,21 @@ class PointResult:
     search_probes: str = ""  # the result row: every probe and how it went
     max_rate_within_slo: Optional[float] = None  # a rate search's result: highest sustained rate (None: none met)
     max_batch_size_found: Optional[int] = None  # a batch search's result: largest batch that ran (None: none)
+    # a stream point with a rate (harness/scenarios/saturation.py): whether it saturated the engine, and why; None
+    # where it was not judged
+    saturated: Optional[bool] = None
+    saturation_reason: str = ""
     spec_method: str = ""  # the entry's speculative.method, "" without speculation
     spec_tokens: Optional[int] = None  # its num_speculative_tokens
     converged: Optional[bool] = None  # num_batches: auto: the mean latency within stop.target_ci_pct
     quantization: str = "none"  # the entry's weights as loaded (model.quantization)
+    grid_options: str = ""  # the values the entry's `grid` combination varies, `k=v;k=v` (harness/config/grid.py)
     probe: Optional[LogitsProbe] = field(default=None, repr=False)  # its model on the point's first inputs
     perplexity: Optional[float] = None  # the entry's model on quality.text (once per entry)
     phase_s: Dict[str, float] = field(default_factory=dict, repr=False)  # warmup_s, timed_s: the time budget
+    # profile: true: one more batch of the point's shape, untimed, under the engine's profiler: its Chrome trace as
+    # gzipped JSON, written by the results folder (writers.py: profile_trace_file); None where none was taken
+    profile_trace: Optional[bytes] = field(default=None, repr=False)
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status

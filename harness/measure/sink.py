@@ -12,7 +12,7 @@ from harness.measure.annotations import Annotations, PointAnnotations
 from harness.measure.metrics import point_figures
 from harness.measure.records import PointResult
 from harness.measure.columns.results import ENGINE_STAT_COLUMNS
-from harness.measure.writers import ResultsDir, key_cells, server_series_file
+from harness.measure.writers import ResultsDir, key_cells, profile_trace_file, server_series_file
 
 Figures = Dict[str, Optional[float]]
 
@@ -41,16 +41,20 @@ def result_row(result: PointResult, figures: Optional[Figures] = None,
                estimated_memory_bytes=result.estimated_memory_bytes, load_time_s=result.load_time_s,
                memory_before_load_bytes=result.memory_before_load_bytes if result.measured else None,
                spec_method=result.spec_method, spec_tokens=result.spec_tokens, search=result.search,
-               search_probes=result.search_probes, quantization=result.quantization, perplexity=result.perplexity)
+               search_probes=result.search_probes, quantization=result.quantization, perplexity=result.perplexity,
+               grid_options=result.grid_options)
     if result.point.scenario == "batch":
         row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches,
+                   profile_trace=profile_trace_file(result),
                    max_batch_size_found=result.max_batch_size_found,
                    converged=None if result.converged is None else str(result.converged).lower())
     else:
         slo = result.slo
         assert slo is not None  # the runner gives every stream point its SLO
         row.update(num_warmup_requests=result.num_warmup_batches, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms,
-                   slo_percentile=slo.percentile, max_rate_within_slo=result.max_rate_within_slo)
+                   slo_percentile=slo.percentile, max_rate_within_slo=result.max_rate_within_slo,
+                   saturated=None if result.saturated is None else str(result.saturated).lower(),
+                   saturation_reason=result.saturation_reason)
         if result.stream is not None:
             sources = sorted({r.output_tokens_source for r in result.stream.requests if r.ok})
             row["output_tokens_source"] = "+".join(sources) or None

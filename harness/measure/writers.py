@@ -23,6 +23,7 @@ from harness.plan.points import SweepPoint
 from harness.scenarios.stream import SERVER_SERIES, ServerSeries
 
 SERVER_METRICS_DIR = "server_metrics"  # one CSV per stream point of an entry that scrapes its server
+PROFILES_DIR = "profiles"  # one gzipped Chrome trace per point of an entry with profile: true
 
 # Each file's header, in order: the declarations of harness/measure/columns/ (name, unit, meaning), the one list of
 # what is written. A row with a key not declared there is refused (csv.DictWriter, extrasaction="raise").
@@ -70,6 +71,15 @@ def server_series_file(result: PointResult) -> Optional[str]:
     if p.max_concurrency:
         parts.append(f"cap{p.max_concurrency}")
     return f"{SERVER_METRICS_DIR}/{re.sub(r'[^A-Za-z0-9._-]+', '-', '_'.join(parts))}.csv"
+
+
+def profile_trace_file(result: PointResult) -> Optional[str]:
+    """Where a point's profiler trace goes, relative to the results folder; None without one."""
+    if result.profile_trace is None:
+        return None
+    c, p = result.context, result.point
+    name = f"{c.model}_{c.backend}_bs{p.batch_size}_in{p.input_length}_out{p.output_length}"
+    return f"{PROFILES_DIR}/{re.sub(r'[^A-Za-z0-9._-]+', '-', name)}.json.gz"
 
 
 def server_series_rows(series: ServerSeries) -> List[Dict[str, object]]:
@@ -138,6 +148,10 @@ class ResultsDir:
         if server is not None and series_file:  # rewritten whole: a resumed sweep's point is new
             (self.path / SERVER_METRICS_DIR).mkdir(exist_ok=True)
             _rewrite(self.path / series_file, SERVER_SERIES_COLUMNS, server_series_rows(server))
+        trace_file = profile_trace_file(result)
+        if result.profile_trace is not None and trace_file:  # rewritten whole, like a server series
+            (self.path / PROFILES_DIR).mkdir(exist_ok=True)
+            (self.path / trace_file).write_bytes(result.profile_trace)
         if result.max_batch_size_found is None:
             _append(self.results_csv, RESULT_COLUMNS, [row])
             return

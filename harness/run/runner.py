@@ -15,6 +15,7 @@ import importlib
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+from harness.config.grid import grid_cell
 from harness.config.sweep import SweepConfig
 from harness.errors import is_oom, lost_peer, one_line
 from harness.measure import stats
@@ -30,6 +31,8 @@ from harness.scenarios.batch import BatchSpec, BatchTiming
 from harness.run.output_checks import StreamFailed, check_output, judge_stream
 from harness.scenarios.batch_search import BatchSearch
 from harness.scenarios.rate_search import RateSearch
+from harness.scenarios.saturation import SaturationStop, judge
+from harness.scenarios.time_bound import due_within
 from harness.scenarios.stream import StreamTiming
 
 
@@ -77,6 +80,7 @@ class EntryRunner:
         self.energy_meter: Optional[EnergyMeter] = None  # the entry's GPUs' energy counters, where NVML has them
         self.memory_before_load_bytes: Optional[int] = None  # what peak_memory's counter held before the engine
         self.phase_s: Dict[str, float] = {}  # the point in flight: warmup_s, timed_s (the manifest's time budget)
+        self.saturation = SaturationStop(config.stream.stop_at_saturation)  # a rate sweep's saturated rates
 
     def run(self, done: Set[tuple]) -> None:
         todo = [pp for pp in self.plan.points if self.context.key(pp.point) not in done]
@@ -91,7 +95,8 @@ class EntryRunner:
     def _run_point(self, pp: PlannedPoint, announce: bool = True, search: str = "") -> PointResult:
         """`announce`: tell the parent which planned point is in flight; a search's probes are not planned (and
         are marked `search`: "probe")."""
-        reason = pp.skip_reason or self._oom_skip_reason(pp.point)
+        reason = (pp.skip_reason or self._oom_skip_reason(pp.point)
+                  or self.saturation.skip_reason(_rateless(pp.point), pp.point.request_rate))
         if reason:
             return self._result(pp, "skipped", reason, search=search)
         if self.backend is None and self.load_error is None:
@@ -128,6 +133,8 @@ class EntryRunner:
             backend = self.plan.backend_cls(self.plan.options, self.model, self.plan.shape)
             self.memory_before_load_bytes = backend.peak_memory.current()
             backend.load()
+            if not self.config.keep_prefix_cache:  # at load too: its runtime info then says whether it can
+                backend.reset_prefix_cache()
         except Exception as e:
             status = "oom" if is_oom(e) else "error"
             self.load_error = (status, f"loading failed: {one_line(e)}")
@@ -153,7 +160,8 @@ class EntryRunner:
                 return self._result(pp, probe.status, f"rate search stopped: the probe at {rate:g}/s: {probe.error}",
                                     search="result")
             assert probe.stream is not None and probe.slo is not None  # an ok stream point has both
-            search.record(rate, slo_met(slo_attainment(probe.stream, probe.slo), probe.slo))
+            search.record(rate, slo_met(slo_attainment(probe.stream, probe.slo), probe.slo),
+                          saturated=bool(probe.saturated) and self.config.stream.stop_at_saturation)
         return self._result(pp, "ok", search="result", max_rate_within_slo=search.sustained,
                             search_probes=search.describe(), engine_stats=self.engine_stats)
 
@@ -186,7 +194,8 @@ class EntryRunner:
         return self._result(pp, "ok", max_batch_size_found=search.largest_ok, **found)
 
     def _measure(self, pp: PlannedPoint, announce: bool = True, search: str = "") -> PointResult:
-        """The point timed, and its record built once: what ran, its peaks, then (untimed) its logits probe."""
+        """The point timed, and its record built once: what ran, its peaks, then (untimed) its logits probe and,
+        with `profile: true`, its first timed batch run once more under the engine's profiler."""
         if announce:  # the parent tracks planned points; a search's probes are not planned
             self.events.started(pp.point)
         self.first_token_ids = self.first_inputs = None
@@ -196,6 +205,8 @@ class EntryRunner:
         stream: Optional[StreamTiming] = None
         status, error = "ok", ""
         try:
+            if not self.config.keep_prefix_cache:  # a point's cache hits are its own
+                self.engine.reset_prefix_cache()
             if pp.point.scenario == "stream":
                 stream = self._serve_point(pp.point)
             else:
@@ -210,13 +221,19 @@ class EntryRunner:
             status, error = "oom", one_line(e)
             self._note_oom(pp.point)
         ok = status == "ok"
+        saturation = judge(stream, self.config.stream.saturation_margin) if stream is not None and ok else None
+        self.saturation.note(_rateless(pp.point), pp.point.request_rate, saturation)
         measured: Dict[str, Any] = dict(peak_memory_bytes=self.engine.peak_memory.read(),
                         peak_host_memory_bytes=self.engine.peak_memory.read_host(),
                         engine_stats=self.engine_stats, phase_s=dict(self.phase_s),  # an OOM's up to where it stopped
                         token_ids=self.first_token_ids if ok else None,
-                        converged=self._converged(samples) if samples else None)
+                        converged=self._converged(samples) if samples else None,
+                        saturated=None if saturation is None else saturation.saturated,
+                        saturation_reason=saturation.reason if saturation else "")
         if self.probing and ok and self.first_inputs is not None:  # after the peak was read: untimed, unmetered
             measured["probe"] = self.engine.probe_logits(self.first_inputs)
+        if self.plan.options.profile and ok and samples and self.first_inputs is not None:  # last: untimed
+            measured["profile_trace"] = self.engine.profile(self.first_inputs)
         return self._result(pp, status, error, samples, stream, search=search, **measured)
 
     def _time_point(self, point: SweepPoint) -> List[BatchSample]:
@@ -264,7 +281,7 @@ class EntryRunner:
                 raise RuntimeError(f"warm-up: {e}") from None
         self.phase_s["warmup_s"] = time.perf_counter() - start
         start = time.perf_counter()
-        timed = self.workload.stream(point, "timed", stream_config)
+        timed = due_within(self.workload.stream(point, "timed", stream_config), stream_config.duration_s)
         timing = judge_stream(self.engine.serve(timed), timed, share)
         self.phase_s["timed_s"] = time.perf_counter() - start
         ids = [r.token_ids for r in timing.requests]
@@ -301,8 +318,14 @@ class EntryRunner:
             estimated_memory_bytes=pp.estimate.total_bytes, memory_before_load_bytes=self.memory_before_load_bytes,
             spec_method=spec.method if spec else "", spec_tokens=spec.num_speculative_tokens if spec else None,
             quantization=self.plan.options.quantization, perplexity=self.perplexity,
+            grid_options=grid_cell(self.plan.options.grid_values),
         )
         return PointResult(self.context, pp.point, status, error, tuple(samples), stream, **{**shared, **measured})
+
+
+def _rateless(point: SweepPoint) -> SweepPoint:
+    """What a rate sweep's points at one length pair, cap and workload share: the key of stream.stop_at_saturation."""
+    return dataclasses.replace(point, request_rate=None)
 
 
 def to_sample(index: int, timing: BatchTiming, batch: BatchSpec, energy_j: Optional[float] = None) -> BatchSample:

@@ -23,6 +23,7 @@ class RateSearch:
     sustained: Optional[float] = None  # the highest rate that met the SLO so far
     failed: Optional[float] = None  # the lowest rate that did not
     probes: List[Tuple[float, bool]] = field(default_factory=list)
+    saturated: List[float] = field(default_factory=list)  # probes missed for saturation (stream.stop_at_saturation)
 
     def next_rate(self) -> Optional[float]:
         """The rate to probe next, or None when the search is done."""
@@ -37,7 +38,11 @@ class RateSearch:
             return None
         return round((self.sustained + self.failed) / 2, 6)
 
-    def record(self, rate: float, met: bool) -> None:
+    def record(self, rate: float, met: bool, saturated: bool = False) -> None:
+        """`saturated`: the probe saturated the engine, and counts as missed whatever its SLO attainment."""
+        met = met and not saturated
+        if saturated:
+            self.saturated.append(rate)
         self.probes.append((rate, met))
         if met:
             self.sustained = max(rate, self.sustained or rate)
@@ -52,7 +57,8 @@ class RateSearch:
 
     def describe(self) -> str:
         """`probes: 4/s met, 8/s missed, 6/s met, ...`, and why the search stopped short when it did."""
-        probes = ", ".join(f"{rate:g}/s {'met' if met else 'missed'}" for rate, met in self.probes)
+        probes = ", ".join(f"{rate:g}/s {'met' if met else 'saturated' if rate in self.saturated else 'missed'}"
+                           for rate, met in self.probes)
         if self.converged:
             return f"probes: {probes}"
         if self.sustained is None:

@@ -48,6 +48,7 @@ SPECULATIVE = contract("speculative-decoding-speculative")
 ROOFLINE = contract("what-the-numbers-mean-mbu-mfu-the-roofline-cost")
 CONTEXT = contract("context")
 HEADLINE = contract("per-gpu-and-per-user")
+PROFILE = contract("profiler-traces-profile-true")
 
 # Units, spelled once so that the test's suffix rules and the page agree.
 MS, S, TOKENS, TOKENS_PER_S, BYTES = "ms", "s", "tokens", "tokens/s", "bytes"

@@ -42,8 +42,10 @@ class R(Leading):
     # run
     num_batches = "num_batches"
     num_warmup_batches = "num_warmup_batches"
+    profile_trace = "profile_trace"
     status = "status"
     error = "error"
+    grid_options = "grid_options"
     # timing
     latency_ms_mean = "latency_ms_mean"
     latency_ms_p50 = "latency_ms_p50"
@@ -125,6 +127,8 @@ class R(Leading):
     send_slip_ms_p50 = "send_slip_ms_p50"
     send_slip_ms_p99 = "send_slip_ms_p99"
     queue_ms_mean = "queue_ms_mean"
+    saturated = "saturated"
+    saturation_reason = "saturation_reason"
     # searches
     search = "search"
     search_probes = "search_probes"

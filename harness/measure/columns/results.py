@@ -8,6 +8,7 @@ from harness.measure.columns.base import (
     ROOFLINE, S, SAMPLING, SHARE, SPECULATIVE, SPECULATIVE_WHERE, STREAMS, TEXT, TFLOPS, TOKENS, TOKENS_PER_S,
     UNCERTAINTY, WATTS, ZERO, HEADLINE, KWH_PER_M_TOKENS, ci95_family, draft_counters, keyed, stats_family,
 )
+from harness.measure.columns.base import PROFILE
 from harness.measure.metrics import REQUEST_STATS
 
 
@@ -18,9 +19,15 @@ RUN_DECLARED = [
            f"{POINTS}", "batch"),
     Column("num_warmup_batches", COUNT, "Untimed warm-up batches run before them; 0 when the point never ran.",
            "batch"),
+    Column("profile_trace", TEXT, "The point's profiler trace (one more batch of its shape, untimed, after the timed "
+           "ones), relative to the results folder (`profiles/*.json.gz`, for Perfetto or chrome://tracing); empty "
+           f"when not profiled. {PROFILE}", "entries with profile: true"),
     Column("status", TEXT, "`ok`, `oom` (out of memory), `skipped` (not run: an engine limit, a failed memory "
            "check, an unsupported option) or `error`.", "all"),
     Column("error", TEXT, "Why the point is not `ok`, on one line; empty when it is.", "all"),
+    Column("grid_options", TEXT, "The options the entry's `grid` varies and this entry's values of them, "
+           "`max_num_seqs=64;enable_chunked_prefill=false` (the label's `[...]`); empty for an entry without a grid "
+           "(docs/guides/sweeps.md, \"Grids over engine options\").", "all"),
 ]
 
 TIMING_DECLARED = (
@@ -96,8 +103,8 @@ MEMORY_DECLARED = [
 
 STREAM_DECLARED = (
     [
-        Column("num_requests", COUNT, f"Timed requests, failed ones included (every turn, multi-turn). {STREAMS}",
-               "stream"),
+        Column("num_requests", COUNT, "Timed requests sent, failed ones included (every turn, multi-turn); with "
+               f"`stream.duration_s`, those due within it. {STREAMS}", "stream"),
         Column("num_warmup_requests", COUNT, "Untimed warm-up requests run before the timed stream; 0 when the "
                f"point never ran. {STREAMS}", "stream"),
         Column("requests_failed", COUNT, "Timed requests that failed (error, timeout, wrong token count): in "
@@ -128,6 +135,12 @@ STREAM_DECLARED = (
                f"limited the offered load. {STREAMS}", "stream"),
         Column("queue_ms_mean", MS, "Mean time requests waited to be scheduled, as the engine reports it. "
                f"{STREAMS}", "vllm, hf streams"),
+        Column("saturated", "true/false", "`true` when the point's requests completed more than "
+               "`stream.saturation_margin` slower than they were offered while the requests in flight kept rising; "
+               f"empty where not judged (a burst, under 6 completed requests, a point not ok). {STREAMS}",
+               "stream points with a rate"),
+        Column("saturation_reason", TEXT, "Why a saturated point is: its completion and offered rates and the rise "
+               f"of the requests in flight; empty otherwise. {STREAMS}", "saturated stream points"),
     ]
 )
 

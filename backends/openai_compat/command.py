@@ -1,0 +1,48 @@
+"""The `openai` backend's server command: its `{NAME}` placeholders, checked when the config is read and filled when
+the server starts. Built-in ones are the harness's (`{python}`, `{port}`, `{model_dir}`, `{checkpoint_dir}`); any
+other is a key of `server_args`, so that a grid over `server_args.KEY` starts one server per value."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List
+
+from harness.config.grid import show
+from harness.errors import UserError
+
+BUILT_IN = ("python", "port", "model_dir", "checkpoint_dir")
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def placeholders(command: str) -> List[str]:
+    """The names of the command's `{NAME}` placeholders, each once, in order."""
+    return list(dict.fromkeys(PLACEHOLDER.findall(command)))
+
+
+def check_server_args(key: str, command: str, server_args: Dict[str, Any]) -> None:
+    """Every placeholder is filled and every server_args key is used; a UserError naming the key otherwise."""
+    names = placeholders(command)
+    for name in server_args:
+        if name in BUILT_IN:
+            raise UserError(f"{key}.server_args.{name}: {{{name}}} is filled by the harness; give the value "
+                            "another name")
+        if name not in names:
+            raise UserError(f"{key}.server_args.{name}: {key}.command has no {{{name}}}, so it would have no "
+                            f"effect; put {{{name}}} where the value goes in the command, or remove it")
+    for name in names:
+        if name not in BUILT_IN and name not in server_args:
+            built_in = ", ".join(f"{{{b}}}" for b in BUILT_IN)
+            raise UserError(f"{key}.command: {{{name}}} is neither a placeholder the harness fills ({built_in}) "
+                            f"nor a key of {key}.server_args")
+
+
+def arg_values(server_args: Dict[str, Any]) -> Dict[str, str]:
+    """server_args as placeholder -> text, each value written as YAML writes it (`true`, `16`, `fp8`)."""
+    return {f"{{{name}}}": show(value) for name, value in server_args.items()}
+
+
+def fill(word: str, values: Dict[str, str]) -> str:
+    """Placeholders are filled word by word after splitting, so a path with spaces stays one argument."""
+    for placeholder, value in values.items():
+        word = word.replace(placeholder, value)
+    return word
