@@ -15,6 +15,8 @@ answered, then every `--every`-th one gets the next fault of `--faults`, in turn
 - stall: a token, then nothing until the client gives up.
 `--die-after N`: the process exits (code 3) when request N arrives, after sending it a token: a server that dies
 mid-point.
+`--max-running N`: at most N requests are answered at once, the rest wait their turn (a server of fixed capacity,
+as an engine's max_num_seqs makes it: offered more than N / (tokens x gap) requests/s, its queue grows).
 `--reset-endpoint`: answers POST /reset_prefix_cache as vLLM's development mode does (`{"success": true}`; the first
 `--refuse-resets` ones `{"success": false}`); without it that path is a 404. GET /stats says how many requests and
 resets arrived; `--reset-log PATH` gets a line per reset: how many completions requests had arrived.
@@ -47,6 +49,7 @@ class FaultServer:
         self.resets = 0  # POST /reset_prefix_cache answered, refused ones included
         self.refuse_resets = 0
         self.reset_log = ""
+        self.running: asyncio.Semaphore | None = None  # --max-running: requests answered at once
 
     def fault_for(self, number: int):
         counted = number - self.skip
@@ -63,6 +66,12 @@ class FaultServer:
             return web.Response(status=500, text="injected fault: internal server error")
         if fault == "429":
             return web.Response(status=429, text="injected fault: too many requests", headers={"Retry-After": "1"})
+        if self.running is None:
+            return await self._answer(request, body, number, fault)
+        async with self.running:  # a request past the capacity waits here, as in an engine's queue
+            return await self._answer(request, body, number, fault)
+
+    async def _answer(self, request: web.Request, body: dict, number: int, fault) -> web.StreamResponse:
         prompt_tokens = len(body.get("prompt") or [])
         max_tokens = int(body.get("max_tokens") or 16)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -112,6 +121,7 @@ def main() -> None:
     parser.add_argument("--skip", type=int, default=0)
     parser.add_argument("--die-after", type=int, default=0)
     parser.add_argument("--token-gap-ms", type=float, default=2.0, help="time before each token; 0: at once")
+    parser.add_argument("--max-running", type=int, default=0, help="requests answered at once; 0: no limit")
     parser.add_argument("--reset-endpoint", action="store_true", help="answer POST /reset_prefix_cache")
     parser.add_argument("--refuse-resets", type=int, default=0, help="the first N resets answer success: false")
     parser.add_argument("--reset-log", default="", help="a file that gets a line per reset")
@@ -119,6 +129,8 @@ def main() -> None:
     server = FaultServer([f for f in args.faults.split(",") if f], args.every, args.skip, args.die_after,
                          args.token_gap_ms / 1e3)
     server.refuse_resets, server.reset_log = args.refuse_resets, args.reset_log
+    if args.max_running:
+        server.running = asyncio.Semaphore(args.max_running)
     app = web.Application()
     app.add_routes([web.get("/health", health), web.get("/v1/models", models), web.get("/stats", server.stats),
                     web.post("/v1/completions", server.completions)])

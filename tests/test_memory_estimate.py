@@ -34,6 +34,9 @@ def test_weights_and_kv_cache_within_15_percent_of_measured_growth(preset, batch
     options = HFOptions(name="hf")
     with torch.inference_mode():
         torch.ones(8, 8) @ torch.ones(8, 8)  # the first op's one-off runtime allocations are not the model's
+        # Nor is the code a first load imports (transformers' auto classes and model code: about 170 MiB of RSS when
+        # this test runs first in its process): a throwaway load of a small model first.
+        HFBackend(options, resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32")), SweepShape(1, 8, 1)).load()
         before = live_bytes()
         backend = HFBackend(options, model, SweepShape(batch_size, tokens, 1))
         backend.load()

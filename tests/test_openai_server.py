@@ -228,10 +228,10 @@ def test_the_servers_own_metrics_are_scraped_while_a_stream_runs(server, model):
 @pytest.mark.engine
 def test_the_prefix_cache_is_emptied_through_vllms_development_route(server):
     """The harness started vLLM with VLLM_SERVER_DEV_MODE=1: POST /reset_prefix_cache exists and succeeds."""
-    assert server.runtime_info()["prefix_cache_reset"] == f"POST {server.base_url}/reset_prefix_cache"
     assert all(r.ok for r in server.serve(make_stream(2, 4, rate=20.0)).requests)
-    server.reset_prefix_cache()
+    server.reset_prefix_cache()  # what the runner does before each point
     assert server.prefix_cache.clean
+    assert server.runtime_info()["prefix_cache_reset"] == f"POST {server.base_url}/reset_prefix_cache"
 
 
 @pytest.mark.engine

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from app.cli import main
-from harness.measure.columns.names import R
+from harness.measure.columns.names import R, S
 from tests.conftest import run_benchmark
 from tests.contract import rows, write_sweep
 
@@ -50,9 +50,11 @@ def test_the_timed_figures_are_not_taken_under_the_profiler(sweep):
     out, found = sweep
     bare, traced = found["bare"], found["traced"]
     assert bare[R.num_batches] == traced[R.num_batches] == "5"
-    # The same model and points in one sweep: within noise on a shared CPU (the profiler slows a step far more).
-    ratio = float(traced[R.tpot_ms_p50]) / float(bare[R.tpot_ms_p50])
-    assert 1 / 4 < ratio < 4, (bare[R.tpot_ms_p50], traced[R.tpot_ms_p50])
+    # The same model and points in one sweep, each entry's fastest timed batch: within noise on a shared CPU (the
+    # profiler slows every step far more), and the fastest is the batch least touched by other work on the machine.
+    fastest = {label: min(float(s[S.tpot_ms]) for s in rows(out / "samples.csv") if s["backend"] == label)
+               for label in ("bare", "traced")}
+    assert 1 / 4 < fastest["traced"] / fastest["bare"] < 4, fastest
     samples = [s for s in rows(out / "samples.csv") if s["backend"] == "traced"]
     assert [s["batch_index"] for s in samples] == ["0", "1", "2", "3", "4"]  # the profiled batch is no sample
 

@@ -159,3 +159,31 @@ def test_a_rate_search_on_a_saturating_engine_stops_raising_the_rate(tmp_path, m
     assert row["search"] == "result" and row["search_probes"].startswith("probes: 10/s met, 20/s met, 40/s saturated")
     assert rows[40.0][1]["saturated"] == "true" and rows[40.0][1]["slo_attainment"] == 1.0
     assert row["max_rate_within_slo"] == 20.0
+
+
+# --- against a server of fixed capacity -----------------------------------------------------------------------------
+
+@pytest.mark.engine
+def test_a_rate_sweep_against_a_server_that_cannot_keep_up_is_cut_at_its_first_saturated_rate(tmp_path):
+    """scripts/loopback_server.py answering one request at a time, 6 tokens 10 ms apart: about 16 requests/s. The
+    client sends at every rate with no cap of its own, so the queue is the server's: 5/s keeps up, 60/s does not,
+    and 120/s is not run, the reason in its row."""
+    import csv
+
+    from tests.conftest import REPO, run_benchmark
+
+    command = (f"{{python}} {REPO / 'scripts' / 'loopback_server.py'} --port {{port}} --token-gap-ms 10 "
+               "--max-running 1")
+    path = tmp_path / "sweep.yaml"
+    path.write_text("benchmark_name: t\nmodel: {preset: tiny-llama, weights: random, dtype: fp32}\n"
+                    f"scenario: stream\nbackends: [{{name: openai, command: '{command}'}}]\n"
+                    "input_lengths: [16]\noutput_lengths: [6]\n"
+                    "stream: {arrival: constant, request_rates: [5, 60, 120], num_requests: 24, "
+                    "num_warmup_requests: 1}\n")
+    proc = run_benchmark(path, "--output-dir", tmp_path / "out", "--no-plots", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    with open(tmp_path / "out" / "results.csv", newline="") as f:
+        found = {row["request_rate"]: row for row in csv.DictReader(f)}
+    assert [(r, found[r]["status"], found[r]["saturated"]) for r in ("5", "60", "120")] == [
+        ("5", "ok", "false"), ("60", "ok", "true"), ("120", "skipped", "")]
+    assert found["120"]["error"].startswith("not run: 60/s saturated the engine at these lengths and cap")

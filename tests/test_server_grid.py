@@ -216,3 +216,27 @@ def test_a_sweep_empties_the_cache_once_before_each_point(tmp_path):
     assert not log.exists() or log.read_text().split() == []
     runtime = json.loads((tmp_path / "kept" / "manifest.json").read_text())["backends"][0]["runtime"]
     assert runtime["prefix_cache_reset"] == "not asked for (keep_prefix_cache: true)"
+
+
+@pytest.mark.engine
+def test_a_grid_over_vllm_serve_flags_restarts_the_server_per_entry(tmp_path):
+    """The issue's case on this CPU: `vllm serve` (its OpenAI API server) started by the harness once per entry, each
+    with its own --max-num-seqs on its command line (a process of its own), and each emptied its prefix cache
+    through the development route the harness opened for it."""
+    from tests.test_stream_e2e import SERVER
+
+    entry = (f"{{name: openai, command: '{SERVER} --max-num-seqs {{seqs}}', grid: {{server_args.seqs: [4, 8]}}}}")
+    config = sweep_yaml(tmp_path / "s.yaml", entry)
+    marker = uuid.uuid4().hex
+    proc = run_benchmark(config, "--output-dir", tmp_path / "out", "--no-plots", env={**os.environ, MARKER: marker},
+                         timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = rows(tmp_path / "out" / "results.csv")
+    assert [(r["backend"], r["grid_options"], r["status"]) for r in results] == [
+        ("openai[server_args.seqs=4]", "server_args.seqs=4", "ok"), ("openai[server_args.seqs=8]", "server_args.seqs=8",
+                                                                      "ok")]
+    runtimes = [b["runtime"] for b in json.loads((tmp_path / "out" / "manifest.json").read_text())["backends"]]
+    assert [r["argv"][-2:] for r in runtimes] == [["--max-num-seqs", "4"], ["--max-num-seqs", "8"]]
+    assert runtimes[0]["server_pid"] != runtimes[1]["server_pid"]
+    assert all(r["prefix_cache_reset"] == f"POST {r['base_url']}/reset_prefix_cache" for r in runtimes)
+    assert processes_with(marker) == []
