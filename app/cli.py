@@ -16,6 +16,7 @@ from typing import List, Optional, Tuple
 from rich.console import Console
 
 from app.console import console, err_console, print_capacity, print_plan
+from app.plan_output import FORMATS, show_plan
 from app.resume import check_resumable
 from app.session import SweepOptions, run_sweep
 from backends.registry import BACKENDS, engine_distributions
@@ -28,6 +29,7 @@ from harness.model.drafts import check_drafts
 from harness.model.hardware import Machine, planning_for
 from harness.model.spec import ModelSpec, resolve_models
 from harness.plan.capacity import plan_capacity
+from harness.plan.forecast import calibrate
 from harness.plan.sweep import plan_sweep
 from harness.run.cluster import open_control
 from harness.run.worker import quiet_import_noise
@@ -50,6 +52,7 @@ examples:
   python benchmark.py yamls/cpu-tiny.yaml batch_sizes=[1,8] num_batches=3
   python benchmark.py yamls/my-model.yaml model.name_or_path=DIR --plan    # your model: does it fit?
   python benchmark.py yamls/70b.yaml --plan hardware.gpu=h100-sxm hardware.num_gpus=8
+  python benchmark.py yamls/7b.yaml --plan --calibrate results/RUN hardware.gpu=h100-sxm   # forecast from results
   python benchmark.py yamls/7b.yaml --dry-run                # every point, its memory estimate, runs here?
   python benchmark.py yamls/7b.yaml --output-dir results/a100 --resume     # finish an interrupted sweep
   python benchmark.py --schema backends.vllm                 # a section's keys: type, default, help
@@ -85,8 +88,16 @@ def build_parser() -> argparse.ArgumentParser:
     look.add_argument("--dry-run", action="store_true", help="print every point with its memory estimate and "
                       "whether it runs here, and exit")
     look.add_argument("--plan", action="store_true",
-                      help="print the largest batch that fits per entry and lengths (by the estimate) and exit; with "
-                      "hardware.gpu=NAME hardware.num_gpus=N, on that machine instead of this one")
+                      help="print the largest batch that fits per entry and lengths (by the estimate), and each "
+                      "point's roofline floors, and exit; with hardware.gpu=NAME hardware.num_gpus=N, on that machine "
+                      "instead of this one")
+    look.add_argument("--calibrate", nargs="+", action="extend", type=Path, metavar="DIR",
+                      help="with --plan: forecast TTFT, TPOT and throughput from the fraction of the roofline floor "
+                      "each engine reached in these results folders (docs/guides/forecast.md)")
+    look.add_argument("--format", choices=FORMATS, default="text",
+                      help="with --plan: text tables, or json (one JSON line per entry, lengths and batch size)")
+    look.add_argument("--charts", type=Path, metavar="DIR", help="with --plan: draw the forecast's and floors' "
+                      "per-GPU vs per-user and latency vs throughput charts (PNG) into DIR")
     look.add_argument("--schema", nargs="?", const="", metavar="SECTION",
                       help="print every config key (type, default, help) and exit; SECTION narrows it, e.g. model, "
                       "stream, backends.vllm, backends (all of them), workload.prompts")
@@ -120,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: List[str]) -> argparse.Namespace:
     args = build_parser().parse_intermixed_args(argv)
+    # --calibrate takes every word after it: the key=value overrides among them are overrides, not folders.
+    args.overrides += [str(p) for p in args.calibrate or () if "=" in p.name]
+    args.calibrate = [p for p in args.calibrate or () if "=" not in p.name] or None
     _check_modes(args)
     return args
 
@@ -146,6 +160,8 @@ def _check_modes(args: argparse.Namespace) -> None:
         raise UserError("--mcli, --slurm: one scheduler per command")
     if args.submit and not (args.mcli or args.slurm):
         raise UserError("--submit: needs at least one --mcli or --slurm TEMPLATE")
+    if (args.calibrate or args.charts or args.format != "text") and not args.plan:
+        raise UserError("--calibrate, --charts, --format: only with --plan")
     if args.resume and not args.output_dir:
         raise UserError("--resume: needs --output-dir DIR, the folder of the sweep to continue")
 
@@ -183,8 +199,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             return launch_slurm(config, args.slurm, args.submit)
         machine = planned_machine_of(config) if (args.plan or args.dry_run) else None
         if args.plan:
+            calibration = calibrate(args.calibrate) if args.calibrate else None
             with planning_for(machine):
-                print_capacities(config, models, machine)
+                show_plan(config, models, machine, calibration, args.format, args.charts, console)
             return 0
         with planning_for(machine):
             plans = [plan for model, workload in models

@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from harness.config.gpus import gpu_table
 from harness.measure.metrics import SLIP_WARN_MS
 from harness.model.hardware import Machine
 from harness.model.memory import GiB
@@ -105,15 +104,6 @@ def print_capacity(rows: List[Capacity], machine: Optional[Machine], model: Opti
             reasons[c.label] = c.reason
     for label, reason in reasons.items():
         to.print(f"{label}: {reason}", style="yellow")
-    if machine is None and any(c.estimate is None and c.placement.device == "cuda" for c in rows):
-        to.print(no_gpu_hint(), markup=False, soft_wrap=True)
-
-
-def no_gpu_hint() -> str:
-    """The last line of `--plan` where this machine lacks the GPUs the entries ask for: how to plan for a machine
-    you do not have (the names are harness/peaks.yaml's)."""
-    return ("This machine lacks those GPUs: plan for one you do not have by naming it, e.g. hardware.gpu=h100-sxm "
-            f"hardware.num_gpus=8 (hardware.gpu: {', '.join(gpu_table())})")
 
 
 def print_destinations(plans: List[EntryPlan]) -> None:

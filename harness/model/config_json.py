@@ -2,60 +2,36 @@
 
 `--plan` and `--dry-run` only need a model's sizes. Importing transformers' config classes imports torch
 (about 3 s of a 5 s budget on a small host); counting parameters by building the model on the meta device
-costs more. For the families below, both come from config.json here; tests/test_config_json.py holds every
-field and count against transformers' own for each preset and for variants (GQA, biases, tied, MoE).
-Anything else (another family, a hub id, overrides) goes through transformers, as engines do.
+costs more. For the families of harness/model/families.py (`FAMILIES`: Llama 3, Llama 4 text, Mistral,
+Mixtral, Qwen2/2.5, Qwen2-MoE, Qwen3-MoE, MPT, Phi-3, Gemma 2, Gemma 3 text, DeepSeek V2/V3, GPT-2, GPT-J,
+GPT-NeoX, OPT, BLOOM, Falcon), both come from config.json here; tests/test_config_json.py and
+tests/test_model_families.py hold every field and count against transformers' own and against the model cards.
+Anything else (another family, a multimodal wrapper, a hub id, overrides) goes through transformers, as engines do.
 
 This is also the one place that knows how families differ in naming what planning reads. Every view, read here
 or made from transformers' config (harness/model/spec.py, `view_of`), answers under one set of names: Llama's
 (`hidden_size`, `num_attention_heads`, `num_key_value_heads`, `head_dim`, `intermediate_size`,
-`num_hidden_layers`, `vocab_size`, `max_position_embeddings`) and, for a mixture of experts,
-`num_local_experts` (experts per MoE layer), `num_experts_per_tok`, `moe_intermediate_size` (one expert's width)
-and `num_moe_layers` (layers with experts; the others have a dense MLP `intermediate_size` wide). Readers
-(memory, roofline, planner, backends) use those names and never test a family.
+`num_hidden_layers`, `vocab_size`, `max_position_embeddings`: absent for ALiBi models, which have no limit) and,
+for a mixture of experts, `num_local_experts` (experts per MoE layer), `num_experts_per_tok`,
+`moe_intermediate_size` (one expert's width), `shared_expert_intermediate_size` (the always-on shared expert's
+width, DeepSeek's n_shared_experts x moe_intermediate_size) and `num_moe_layers` (layers with experts; the others
+have a dense MLP `intermediate_size` wide). Multi-head latent attention keeps DeepSeek's own names
+(`kv_lora_rank`, `qk_rope_head_dim`, `qk_nope_head_dim`, `v_head_dim`, `q_lora_rank`). Readers (memory,
+roofline, planner, backends) use those names and never test a family; what the KV cache holds per token is
+families.py's `kv_layout`, for every reader.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from harness.model.families import FAMILIES, Family, count_parameters, family_of
 
-@dataclass(frozen=True)
-class Family:
-    """What a family's CausalLM builds, as far as sizes go, and how its config names the fields planning reads."""
-
-    # A flag absent from config.json means what the family's config class defaults it to.
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-    # Planning's name -> the family's own, where they differ. transformers' attribute_map holds the same for the
-    # fields it maps (tests hold each table to it); max_seq_len it does not map, nor what has no counterpart.
-    aliases: Mapping[str, str] = field(default_factory=dict)
-    required: Tuple[str, ...] = ()  # beyond REQUIRED, by planning's names
-    mlp_matrices: int = 3  # gate, up, down (SwiGLU); MPT's GELU MLP has up and down only
-    qkv_bias: bool = False  # biases on q, k and v whatever attention_bias says (Qwen2); o_proj has none
-    qk_norm: bool = False  # an RMSNorm over head_dim on queries and on keys, per layer (Qwen3)
-    # fp32-sized copies of a layer's [batch, heads, input, input] scores live at once in an eager-attention prefill.
-    # MPT's attention keeps the scaled scores, their sum with ALiBi, the masked sum and the fp32 softmax: 3.0 measured
-    # (peak RSS on a CPU, batch 4 x input 1024, fp32 and bf16). Llama's eager path measured 2.0 to 2.5 there; left
-    # at the 1 the estimate has always used until that is decided for every family.
-    eager_score_copies: int = 1
+__all__ = ["FAMILIES", "Family", "count_parameters"]  # re-exported: callers count through this module
 
 
-MPT_ALIASES = {"hidden_size": "d_model", "num_attention_heads": "n_heads", "num_hidden_layers": "n_layers",
-               "max_position_embeddings": "max_seq_len"}
-FAMILIES = {
-    "llama": Family(defaults={"attention_bias": False, "mlp_bias": False}),
-    "mistral": Family(),
-    "mixtral": Family(required=("num_local_experts", "num_experts_per_tok")),
-    "qwen2": Family(qkv_bias=True),
-    "qwen3_moe": Family(defaults={"attention_bias": False, "mlp_only_layers": [], "decoder_sparse_step": 1},
-                        aliases={"num_local_experts": "num_experts"}, qk_norm=True,
-                        required=("num_local_experts", "num_experts_per_tok", "moe_intermediate_size")),
-    "mpt": Family(defaults={"tie_word_embeddings": True, "expansion_ratio": 4}, aliases=MPT_ALIASES, mlp_matrices=2,
-                  eager_score_copies=3),
-}
 # Fields a config.json must carry to be read here (by planning's names); without one, transformers' default
 # decides (slow path).
 REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
@@ -64,6 +40,9 @@ REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers
 # be sized, whatever its family.
 PLANNED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
            "num_key_value_heads", "head_dim", "max_position_embeddings")
+# What planning reads of a mixture of experts (the names of this module's docstring).
+MOE_FIELDS = ("num_local_experts", "num_experts_per_tok", "moe_intermediate_size", "num_moe_layers",
+              "shared_expert_intermediate_size")
 # Fields a family's config class accepts but its transformers model does not build from: it builds the value here
 # whatever the config says. Another value would be planned, labelled and reported as a model nobody measured.
 NOT_BUILT = {
@@ -82,10 +61,11 @@ EAGER_ATTENTION_ONLY = {"mpt": "MptForCausalLM"}
 
 def standard_fields(fields: Mapping[str, Any], mapped: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """Planning's names for what `fields` hold under their family's own names, and what planning derives: head_dim
-    (hidden / heads), num_key_value_heads (the query heads: plain MHA), an MPT's MLP width (expansion_ratio x
-    d_model), a MoE's expert width and MoE layer count. `mapped`: values transformers' config class resolves
-    through its attribute_map (slow path). A field the config itself sets (not null) always wins."""
-    family = FAMILIES.get(fields.get("model_type", ""), Family())  # "": no model_type, no family
+    (hidden / heads), num_key_value_heads (the query heads: plain MHA), the MLP width (MPT's expansion_ratio,
+    GPT-2's and BLOOM's 4 x hidden), the family's own (Falcon's KV heads, DeepSeek's MoE layers), a MoE's expert
+    width and MoE layer count. `mapped`: values transformers' config class resolves through its attribute_map (slow
+    path). A field the config itself sets (not null) always wins."""
+    family = family_of(fields)
     given = {k: v for k, v in fields.items() if v is not None}
     out: Dict[str, Any] = {}
     for name, own in family.aliases.items():
@@ -95,20 +75,32 @@ def standard_fields(fields: Mapping[str, Any], mapped: Optional[Mapping[str, Any
         if name not in given and value is not None:
             out.setdefault(name, value)
     f = {**given, **out}
-    if "intermediate_size" not in f and "expansion_ratio" in f and "hidden_size" in f:
-        out["intermediate_size"] = f["intermediate_size"] = f["expansion_ratio"] * f["hidden_size"]
-    if "head_dim" not in f and f.get("num_attention_heads") and "hidden_size" in f:
-        out["head_dim"] = f["hidden_size"] // f["num_attention_heads"]
-    if "num_key_value_heads" not in f and "num_attention_heads" in f:
-        out["num_key_value_heads"] = f["num_attention_heads"]
+
+    def derive(name: str, value: Any) -> None:
+        if name not in f and value is not None:
+            out[name] = f[name] = value
+
+    for name, value in (family.derive(f) if family.derive else {}).items():
+        derive(name, value)
+    if "expansion_ratio" in f and "hidden_size" in f:
+        derive("intermediate_size", f["expansion_ratio"] * f["hidden_size"])
+    if family.mlp_ratio and "hidden_size" in f:
+        derive("intermediate_size", family.mlp_ratio * f["hidden_size"])
+    if f.get("num_attention_heads") and "hidden_size" in f:
+        derive("head_dim", f["hidden_size"] // f["num_attention_heads"])
+    derive("num_key_value_heads", f.get("num_attention_heads"))
     if f.get("num_local_experts"):
-        if "moe_intermediate_size" not in f and "intermediate_size" in f:  # Mixtral: experts as wide as a dense MLP
-            out["moe_intermediate_size"] = f["intermediate_size"]
-        if "num_moe_layers" not in f and "num_hidden_layers" in f:
+        derive("moe_intermediate_size", f.get("intermediate_size"))  # Mixtral: experts as wide as a dense MLP
+        if "num_hidden_layers" in f:
             dense = set(f.get("mlp_only_layers") or ())
             step = f.get("decoder_sparse_step") or 1
-            out["num_moe_layers"] = sum(1 for i in range(f["num_hidden_layers"])
-                                        if i not in dense and (i + 1) % step == 0)
+            derive("num_moe_layers", sum(1 for i in range(f["num_hidden_layers"])
+                                         if i not in dense and (i + 1) % step == 0))
+    text = f.get("text_config")
+    if isinstance(text, Mapping):  # a multimodal wrapper (Gemma 3, LLaVA) answers for its language model
+        for name, value in {**text, **standard_fields(text)}.items():
+            if name in PLANNED + MOE_FIELDS:
+                derive(name, value)
     return out
 
 
@@ -157,12 +149,15 @@ def read_local(source: str) -> Optional[ConfigView]:
     except (OSError, ValueError):
         return None  # transformers says what is wrong with it
     family = FAMILIES.get(fields.get("model_type", "")) if isinstance(fields, dict) else None
-    if family is None:
+    if family is None or any(name not in fields for name in family.stated):
         return None
     own = {k: v for k, v in fields.items() if v is not None or k not in family.defaults}  # null: the default
     view = ConfigView({**family.defaults, **own})
-    if any(getattr(view, key, None) is None for key in REQUIRED + family.required):
+    required = [key for key in REQUIRED + family.required if not (family.alibi and key == "max_position_embeddings")]
+    if any(getattr(view, key, None) is None for key in required):
         return None
+    if any(getattr(view, key, value) != value for key, value in family.fast_if.items()):
+        return None  # a variant counted by building it (OPT-350m's post-norm layers, say)
     if not_built(view.to_dict()):
         return None  # transformers' path refuses it with the reason
     return view
@@ -184,7 +179,9 @@ def missing_planned(c: ConfigView) -> Optional[str]:
     """The first field planning reads (PLANNED) that `c` (its text_config, for a multimodal model) lacks under
     planning's names, or None."""
     text = getattr(c, "text_config", None) or c
-    return next((name for name in PLANNED if getattr(text, name, None) is None), None)
+    unbounded = family_of(text).alibi  # ALiBi: no position table, so no limit to state
+    return next((name for name in PLANNED if getattr(text, name, None) is None
+                 and not (unbounded and name == "max_position_embeddings")), None)
 
 
 def eager_attention_only(c: ConfigView) -> Optional[str]:
@@ -194,31 +191,4 @@ def eager_attention_only(c: ConfigView) -> Optional[str]:
 
 def eager_score_copies(c: ConfigView) -> int:
     """How many fp32-sized score matrices an eager-attention prefill holds at once (Family.eager_score_copies)."""
-    return FAMILIES.get(getattr(c, "model_type", ""), Family()).eager_score_copies
-
-
-def count_parameters(c: ConfigView) -> int:
-    """Every parameter of the family's CausalLM: embeddings, attention (biases where set, q/k norms), the MLP or
-    the experts and their router (dense MLPs on layers without experts), two norms per layer, the final norm, and
-    the head unless tied. Norms count their weight only: MPT's LayerNorms have no bias."""
-    family = FAMILIES[c.model_type]
-    hidden, vocab, layers = c.hidden_size, c.vocab_size, c.num_hidden_layers
-    q_width, kv_width = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
-    attention = hidden * (q_width + 2 * kv_width) + q_width * hidden
-    if family.qkv_bias:
-        attention += q_width + 2 * kv_width
-    elif getattr(c, "attention_bias", False):
-        attention += q_width + 2 * kv_width + hidden
-    if family.qk_norm:
-        attention += 2 * c.head_dim
-
-    def mlp(width: int) -> int:
-        bias = 2 * width + hidden if getattr(c, "mlp_bias", False) else 0
-        return family.mlp_matrices * hidden * width + bias
-
-    moe_layers = getattr(c, "num_moe_layers", None) or 0
-    experts = (c.num_local_experts * mlp(c.moe_intermediate_size) + hidden * c.num_local_experts  # and the router
-               if moe_layers else 0)
-    body = layers * (attention + 2 * hidden) + moe_layers * experts + (layers - moe_layers) * mlp(c.intermediate_size)
-    head = 0 if c.tie_word_embeddings else vocab * hidden
-    return vocab * hidden + body + hidden + head
+    return family_of(c).eager_score_copies

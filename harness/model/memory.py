@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.model import config_json as config_view
+from harness.model.families import dense_mlp_width, kv_layout
 from harness.model.spec import ModelSpec
 
 GiB = 1024**3
@@ -36,14 +37,11 @@ class MemoryEstimate:
 
 
 def kv_cache_bytes(model: ModelSpec, batch_size: int, tokens: int) -> int:
-    """Keys and values for every layer, with the model's real KV heads (GQA/MQA shrink this 4-8x).
-
-    Sliding-window models are counted at full length: an over-estimate, never an under-estimate.
-    """
-    c = model.config
-    head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-    kv_heads = getattr(c, "num_key_value_heads", None) or c.num_attention_heads
-    return 2 * c.num_hidden_layers * kv_heads * head_dim * batch_size * tokens * model.dtype_bytes
+    """`batch_size` sequences' KV caches at `tokens` tokens each, as harness/model/families.py's `kv_layout` lays
+    them out (the roofline reads the same): the real KV heads (GQA/MQA shrink this 4-8x), MLA's latent, and
+    sliding-window layers holding min(tokens, window) tokens, as engines allocate them (see `KvLayout`)."""
+    c = getattr(model.config, "text_config", None) or model.config
+    return int(batch_size * kv_layout(c).values_at(tokens) * model.dtype_bytes)
 
 
 def activation_bytes(model: ModelSpec, batch_size: int, input_length: int, eager_attention: bool = False) -> int:
@@ -76,12 +74,13 @@ def dequantized_layer_bytes(model: ModelSpec) -> int:
 
 
 def mlp_width_per_token(c) -> int:
-    """The widest MLP one token goes through: its num_experts_per_tok experts on a MoE layer, the dense MLP on
-    any other (planning's names: harness/model/config_json.py)."""
+    """The widest MLP one token goes through: its num_experts_per_tok experts (and the shared expert) on a MoE
+    layer, the dense MLP on any other (planning's names: harness/model/config_json.py)."""
     moe_layers = getattr(c, "num_moe_layers", None) or 0
-    widths = [c.moe_intermediate_size * c.num_experts_per_tok] if moe_layers else []
+    shared = getattr(c, "shared_expert_intermediate_size", None) or 0
+    widths = [c.moe_intermediate_size * c.num_experts_per_tok + shared] if moe_layers else []
     if moe_layers < c.num_hidden_layers:
-        widths.append(c.intermediate_size)
+        widths.append(dense_mlp_width(c))
     return max(widths)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence
 
+from harness.model.families import KvLayout, attention_widths, kv_layout
 from harness.model.hardware import Peaks
 from harness.model.spec import ModelSpec
 
@@ -23,8 +24,8 @@ class Shape:
 
     layers: int
     hidden: int
-    attention_width: int  # query heads x head_dim: the width of QK^T and AV
-    kv_width: int  # KV heads x head_dim
+    attention_width: int  # query heads x head_dim: the width of QK^T (and of AV unless value_width says otherwise)
+    kv_width: int  # KV heads x head_dim: half what a layer caches per token (MLA: its latent and rope key, halved)
     vocab: int
     num_params: int
     tied_embeddings: bool
@@ -34,6 +35,10 @@ class Shape:
     dtype_bytes: int
     moe_layers: int = 0  # layers with experts (the rest have a dense MLP, counted in body_params whole)
     weight_bytes: float = 0.0  # a linear layer's weight as loaded (harness/model/quantized.py); 0: dtype_bytes
+    value_width: int = 0  # query heads x the value head's width: AV's width (MLA: v_head_dim); 0: attention_width
+    # The KV cache's layout (harness/model/families.py, the memory estimate's too): MLA's latent, window layers.
+    # None: every layer caches 2 x kv_width values per token over the whole context.
+    kv: Optional[KvLayout] = None
 
     @classmethod
     def of(cls, model: ModelSpec) -> "Shape":
@@ -41,12 +46,13 @@ class Shape:
         c = getattr(model.config, "text_config", None) or model.config
         moe_layers = getattr(c, "num_moe_layers", None) or 0
         experts = c.num_local_experts if moe_layers else 1
-        return cls(c.num_hidden_layers, c.hidden_size, c.num_attention_heads * c.head_dim,
-                   c.num_key_value_heads * c.head_dim, c.vocab_size, model.num_params,
-                   bool(getattr(c, "tie_word_embeddings", False)), experts,
+        layout = kv_layout(c)
+        qk_width, value_width = attention_widths(c)
+        return cls(c.num_hidden_layers, c.hidden_size, qk_width, layout.values_per_layer // 2, c.vocab_size,
+                   model.num_params, bool(getattr(c, "tie_word_embeddings", False)), experts,
                    c.num_experts_per_tok if moe_layers else 1,
                    3 * c.hidden_size * c.moe_intermediate_size if moe_layers else 0, model.dtype_bytes, moe_layers,
-                   model.quantized.bytes_per_weight if model.quantized else model.dtype_bytes)
+                   model.quantized.bytes_per_weight if model.quantized else model.dtype_bytes, value_width, layout)
 
     @property
     def embedding_params(self) -> int:
@@ -80,31 +86,63 @@ class Shape:
 
     @property
     def kv_bytes_per_token(self) -> int:
+        """KV-cache bytes a token adds while every layer holds it (a context within every window)."""
+        if self.kv is not None:
+            return self.kv.values_per_token * self.dtype_bytes
         return 2 * self.layers * self.kv_width * self.dtype_bytes
+
+    def kv_bytes_at(self, context_tokens: float) -> float:
+        """One sequence's KV-cache bytes at `context_tokens` of context: window layers hold their window only."""
+        if self.kv is not None:
+            return self.kv.values_at(context_tokens) * self.dtype_bytes
+        return context_tokens * self.kv_bytes_per_token
+
+    def layer_keys(self, context_tokens: float) -> float:
+        """Keys one query attends to at `context_tokens`, summed over layers (window layers: their window)."""
+        return self.kv.layer_tokens(context_tokens) if self.kv is not None else self.layers * context_tokens
+
+    def causal_layer_keys(self, prompt_tokens: int) -> float:
+        """Query-key pairs of a causal prefill of `prompt_tokens`, summed over layers: n^2 / 2 per full layer; a
+        window layer's queries past the window attend to the window only."""
+        full = prompt_tokens * prompt_tokens / 2
+        if self.kv is None:
+            return self.layers * full
+        window = min(prompt_tokens, self.kv.window_tokens)
+        windowed = window * window / 2 + (prompt_tokens - window) * window
+        return self.kv.full_layers * full + self.kv.window_layers * windowed
+
+    @property
+    def qk_av_width(self) -> int:
+        """QK^T's width plus AV's: 2 FLOPs per multiply-add, per key attended."""
+        return self.attention_width + (self.value_width or self.attention_width)
 
 
 def decode_bytes_per_step(s: Shape, batch_size: int, context: float) -> float:
     """One decode step: the body's weights (a MoE's routed experts), the output head, and every sequence's KV cache
     at `context` tokens. The input embedding is a lookup of `batch_size` rows: left out."""
     weights = (s.body_params_read(batch_size) + s.embedding_params) * s.linear_weight_bytes
-    return weights + batch_size * context * s.kv_bytes_per_token
+    return weights + batch_size * s.kv_bytes_at(context)
 
 
 def decode_flops_per_step(s: Shape, batch_size: int, context: float) -> float:
-    """Matmuls (2 FLOPs per multiply-add): body and head per sequence, attention over `context` keys (QK^T, AV)."""
-    return batch_size * (2 * (s.body_params_per_token + s.embedding_params) + 4 * s.layers * s.attention_width * context)
+    """Matmuls (2 FLOPs per multiply-add): body and head per sequence, attention over `context` keys (QK^T, AV; a
+    window layer over its window)."""
+    return batch_size * (2 * (s.body_params_per_token + s.embedding_params) + 2 * s.qk_av_width * s.layer_keys(context))
 
 
 def prefill_bytes(s: Shape, prompt_lengths: Sequence[int]) -> float:
+    """The weights the prompts route through, and each prompt's KV cache written (a window layer's window)."""
     tokens = sum(prompt_lengths)
-    return (s.body_params_read(tokens) + s.embedding_params) * s.linear_weight_bytes + tokens * s.kv_bytes_per_token
+    kv = sum(s.kv_bytes_at(n) for n in prompt_lengths)
+    return (s.body_params_read(tokens) + s.embedding_params) * s.linear_weight_bytes + kv
 
 
 def prefill_flops(s: Shape, prompt_lengths: Sequence[int]) -> float:
     """Body matmuls for every prompt token, the head for each sequence's last position only (what engines compute),
-    and causal attention: 2 x layers x width x the sum of squared prompt lengths (half of 4 for the full square)."""
+    and causal attention: 2 FLOPs x (QK^T + AV width) per query-key pair, n^2 / 2 pairs a layer (a window layer
+    fewer)."""
     tokens = sum(prompt_lengths)
-    attention = 2 * s.layers * s.attention_width * sum(n * n for n in prompt_lengths)
+    attention = 2 * s.qk_av_width * sum(s.causal_layer_keys(n) for n in prompt_lengths)
     return 2 * s.body_params_per_token * tokens + 2 * s.embedding_params * len(prompt_lengths) + attention
 
 

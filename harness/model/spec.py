@@ -23,6 +23,8 @@ from harness.model.quantized import Quantized, bytes_per_weight, dequantizes, we
 PRESETS_DIR = Path(__file__).parent.parent / "presets"
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+# A limit no request reaches: fit checks compare lengths with max_positions and need a number.
+UNBOUNDED_POSITIONS = 2**31 - 1
 
 
 def preset_names() -> List[str]:
@@ -105,7 +107,11 @@ class ModelSpec:
 
     @property
     def max_positions(self) -> int:
-        return int(self.config.max_position_embeddings)
+        """The longest sequence the model takes; UNBOUNDED_POSITIONS for ALiBi models (BLOOM), which have no
+        position table to run past (their config states no max_position_embeddings)."""
+        c = getattr(self.config, "text_config", None) or self.config
+        value = getattr(c, "max_position_embeddings", None)
+        return UNBOUNDED_POSITIONS if value is None else int(value)
 
     @property
     def special_token_ids(self) -> FrozenSet[int]:
@@ -168,9 +174,13 @@ def _resolve(config: ModelConfig, key: str) -> ModelSpec:
     _check_built(hf_config, config.overrides, key)
     changes = {k: v for k, v in config.overrides.items() if getattr(preset_config, k) != getattr(hf_config, k)}
     view = view_of(hf_config)
-    _check_sizable(view, source, key)
-    return ModelSpec(name, source, config.weights, config.dtype, view, count_parameters(hf_config), changes,
-                     hf_config)
+    _check_sizable(view, source, key)  # before counting: building an unsizable model fails in transformers' words
+    try:
+        num_params = count_parameters(hf_config)
+    except ValueError as e:  # AutoModelForCausalLM has no class for it (an encoder, CLIP, a vision-language wrapper)
+        raise UserError(f"{key}.name_or_path: transformers builds no causal LM from {source!r} (model_type "
+                        f"{hf_config.model_type}: {_first_line(e)})") from None
+    return ModelSpec(name, source, config.weights, config.dtype, view, num_params, changes, hf_config)
 
 
 def _check_sizable(view: ConfigView, source: str, key: str) -> None:
