@@ -14,7 +14,8 @@ from harness.errors import UserError
 RESUME_KEYS = ("benchmark_name", "model", "workload", "sampling", "num_batches", "stop", "num_warmup_batches", "seed",
                "scenario", "stream.arrival", "stream.burstiness", "stream.ramp", "stream.stages",
                "stream.num_requests", "stream.num_warmup_requests", "stream.seed",
-               "stream.slo", "stream.trace", "stream.trace_format", "stream.time_scale", "stream.window")
+               "stream.slo", "stream.trace", "stream.trace_format", "stream.time_scale", "stream.window",
+               "stream.release")  # it changes how late requests leave, and a spin slows an engine on its CPU
 
 
 def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:

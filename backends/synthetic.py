@@ -22,7 +22,7 @@ from harness.fields import opt
 from harness.model.memory import MemoryEstimate
 from harness.model.spec import ModelSpec
 from harness.scenarios.batch import BatchSpec, BatchTiming
-from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, client_spin_s, run_stream
+from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, run_stream
 
 
 @dataclass
@@ -87,7 +87,7 @@ class SyntheticBackend(Backend[SyntheticOptions]):
             return Submitted(first_token_s=first, last_token_s=time.perf_counter(), output_tokens=n,
                              token_ids=_tokens(n), cached_tokens=cached)
 
-        return run_stream(stream, submit, spin_s=client_spin_s(engine_on_this_cpu=False))
+        return run_stream(stream, submit)
 
     def _cached_tokens(self, prompt: Sequence[int]) -> Optional[int]:
         """With prefix_caching, the whole prompt if it was served before, else 0 (then it is remembered); without,

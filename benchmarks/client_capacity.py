@@ -6,7 +6,10 @@ in .venv-aiperf), the highest constant request rate at which
 - the p99 send slip is under 1 ms: request i leaves at most 1 ms after the first one's send time + i / rate, and
 - the achieved send rate, (n - 1) / (last send - first send), is within 1% of the offered rate,
 with every request answered. Both clients are measured the same way: the harness's send is `sent_s` (its HTTP
-request is being written), aiperf's is `request_start_ns` from its per-request export.
+request is being written), aiperf's is `request_start_ns` from its per-request export. The harness runs as a user's
+sweep runs it: `OpenAIBackend` with its option defaults, its requests released by `stream.release`'s default policy
+(a kernel timer, harness/scenarios/release.py; the header line names the policy and the mechanism), no setting forced
+for the benchmark. --release compares another policy (`--clients ours --release spin`: the yielding spin).
 
 The load sink is scripts/loopback_server.py with --token-gap-ms 0: a loopback completions server that answers every
 request at once (8 tokens, one per SSE chunk, usage, [DONE]). It is not a server to measure, only what lets a
@@ -14,6 +17,7 @@ client's own limit show; it runs pinned to one core, the client to the other. Th
 --start-rate until a rate fails, then bisects --bisect times; each probe is --seconds of requests (at least 500).
 
     python benchmarks/client_capacity.py [--start-rate 125] [--seconds 2] [--bisect 4] [--clients ours,aiperf]
+                                         [--release timerfd|timer|spin]
 """
 
 import argparse
@@ -39,6 +43,7 @@ from harness.plan.points import SweepShape  # noqa: E402
 from harness.run.process_group import free_port  # noqa: E402
 from harness.scenarios.arrivals import arrival_times  # noqa: E402
 from harness.scenarios.batch import BatchSpec  # noqa: E402
+from harness.scenarios.release import DEFAULT_POLICY, POLICIES, mechanism  # noqa: E402
 from harness.scenarios.stream import StreamSpec  # noqa: E402
 
 INPUT_LEN, OUTPUT_LEN = 64, 8
@@ -59,9 +64,12 @@ def verdict(sends_s, rate: float) -> dict:
 class Ours:
     name = "harness (openai backend)"
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, release: str):
+        self.release = release
         model = resolve_model(ModelConfig(preset="tiny-llama", weights="random", dtype="fp32"))
-        options = OpenAIOptions(name="openai", base_url=url, model="sink", metrics_path=None)
+        # Option defaults as a user's YAML gets them (the sink has no /metrics: the probe finds none, as for any
+        # server without it).
+        options = OpenAIOptions(name="openai", base_url=url, model="sink")
         options.validate("backend")
         self.backend = OpenAIBackend(options, model, SweepShape(0, INPUT_LEN, OUTPUT_LEN, scenario="stream"))
         self.backend.load()
@@ -69,7 +77,8 @@ class Ours:
 
     def _stream(self, n: int, rate: float) -> StreamSpec:
         prompts = np.random.default_rng(0).integers(3, 3000, size=(n, INPUT_LEN)).tolist()
-        return StreamSpec(BatchSpec(prompts, (OUTPUT_LEN,) * n), arrival_times("constant", rate, n, 0))
+        return StreamSpec(BatchSpec(prompts, (OUTPUT_LEN,) * n), arrival_times("constant", rate, n, 0),
+                          release=self.release)
 
     def probe(self, rate: float, n: int) -> dict:
         timing = self.backend.serve(self._stream(n, rate))
@@ -160,6 +169,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="length of each probe's stream")
     parser.add_argument("--bisect", type=int, default=4, help="bisection steps after the first failed rate")
     parser.add_argument("--clients", default="ours,aiperf")
+    parser.add_argument("--release", choices=POLICIES, default=DEFAULT_POLICY,
+                        help="how the harness waits for each request's time (stream.release)")
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) < 2:
         raise SystemExit("needs two cores: one for the client, one for the load sink")
@@ -167,11 +178,13 @@ def main() -> None:
     sink, url = start_sink()
     print(f"load sink (scripts/loopback_server.py, answers at once) at {url} on core {SINK_CORE}; clients on core "
           f"{CLIENT_CORE}; constant arrivals, input {INPUT_LEN}, output {OUTPUT_LEN}; kept: p99 send slip < "
-          f"{SLIP_LIMIT_MS:g} ms and achieved rate within {RATE_TOLERANCE:.0%} of offered", flush=True)
+          f"{SLIP_LIMIT_MS:g} ms and achieved rate within {RATE_TOLERANCE:.0%} of offered; the harness releases "
+          f"requests by {args.release} (woken by {mechanism(args.release)})", flush=True)
     found = {}
+    clients = {"ours": lambda: Ours(url, args.release), "aiperf": lambda: Aiperf(url)}
     try:
         for name in args.clients.split(","):
-            client = {"ours": Ours, "aiperf": Aiperf}[name](url)
+            client = clients[name]()
             print(f"{client.name}:", flush=True)
             try:
                 found[client.name] = search(client, args)

@@ -197,7 +197,7 @@ class Workload(ABC, Generic[OptionsT]):
         """The warm-up or timed request stream of a stream point: prompts and arrival times, both seeded, or a
         trace's."""
         if self.trace is not None:
-            return self.trace_stream(point, phase, stream.num_warmup_requests)
+            return self.trace_stream(point, phase, stream)
         rate = point.request_rate
         assert rate is not None  # a rate search (`request_rates: auto`) runs each probe at a rate of its own
         arrivals = stream_arrivals(stream, rate, phase)  # arrival: stages: as many as its schedule holds
@@ -205,7 +205,7 @@ class Workload(ABC, Generic[OptionsT]):
         prompts, max_tokens = self.stream_prompts(point, phase, count)
         requests = BatchSpec(self.prefixed(prompts), max_tokens, self.forced, self.sampling,
                              self.stream_seeds(point, phase, count), self.stream_messages(phase, count))
-        return StreamSpec(requests, arrivals, point.max_concurrency)
+        return StreamSpec(requests, arrivals, point.max_concurrency, release=stream.release)
 
     @property
     def unseeded(self) -> bool:
@@ -222,19 +222,19 @@ class Workload(ABC, Generic[OptionsT]):
         seed = None if self.unseeded else self.sampling_seed  # seeded: sampling.seed is set (see `unseeded`)
         return () if seed is None else batch_seeds(seed, point, phase, index)
 
-    def trace_stream(self, point: SweepPoint, phase: str, num_warmup: int) -> StreamSpec:
+    def trace_stream(self, point: SweepPoint, phase: str, stream: StreamConfig) -> StreamSpec:
         """The trace's window at its (scaled) times, each request with its traced lengths; the warm-up stream is the
-        window's first `num_warmup` requests. Prompts are cut from `filler`: per 512-token block where the trace
+        window's first `stream.num_warmup_requests`. Prompts are cut from `filler`: per 512-token block where the trace
         gives hash_ids (equal ids, equal blocks: its shared prefixes), else per request; warm-up blocks differ from
         timed ones, so the warm-up leaves nothing in a cache for the timed requests to hit."""
         trace = self.trace
         assert trace is not None  # `stream` replays the trace of a workload that has one
-        chosen = trace.requests if phase == "timed" else trace.requests[:num_warmup]
+        chosen = trace.requests if phase == "timed" else trace.requests[:stream.num_warmup_requests]
         prompts = [self._traced_prompt(r, i, PHASES[phase]) for i, r in enumerate(chosen)]
         max_tokens = tuple(r.output_tokens for r in chosen)
         requests = BatchSpec(prompts, max_tokens, self.forced, self.sampling,
                              self.stream_seeds(point, phase, len(chosen)))
-        return StreamSpec(requests, tuple(r.time_s for r in chosen), point.max_concurrency)
+        return StreamSpec(requests, tuple(r.time_s for r in chosen), point.max_concurrency, release=stream.release)
 
     def _traced_prompt(self, request, index: int, phase: int) -> List[int]:
         if not request.hash_ids:

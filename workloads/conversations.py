@@ -107,7 +107,7 @@ def conversation_stream(conversations, point: SweepPoint, stream: StreamConfig, 
             turn.append(k + 1)
     requests = BatchSpec(prompts, tuple(budgets), forced, sampling, seeds_for(len(prompts)), tuple(messages))
     return StreamSpec(requests, tuple(arrivals), point.max_concurrency,
-                      Turns(tuple(conversation), tuple(turn), tuple(follows), tuple(gap_s)))
+                      Turns(tuple(conversation), tuple(turn), tuple(follows), tuple(gap_s)), release=stream.release)
 
 
 def _gap_draws(options: TurnOptions, seed: int, count: int):

@@ -29,10 +29,9 @@ CB_MAX_BATCH_TOKENS = 8192
 class ContinuousBatcher:
     """One manager at a time around a loaded model; `stop()` hands the model back to `generate`."""
 
-    def __init__(self, net, max_batch_size: int, shape: SweepShape, eos_ids: List[int], pad_id: int, spin_s: float):
+    def __init__(self, net, max_batch_size: int, shape: SweepShape, eos_ids: List[int], pad_id: int):
         self.net, self.max_batch_size, self.shape = net, max_batch_size, shape
         self.eos_ids, self.pad_id = eos_ids, pad_id
-        self.spin_s = spin_s  # harness/scenarios/stream.py, client_spin_s
         self._manager: Optional[ContinuousBatchingManager] = None
         self._manager_key: Optional[Tuple[bool, Sampling]] = None  # the forcing and sampling it was started for
         self._loop = asyncio.new_event_loop()
@@ -63,7 +62,7 @@ class ContinuousBatcher:
         manager = self._manager_for(requests)
         eos = [] if requests.forced else list(self.eos_ids)
         tag = next(self._stream_ids)
-        return run_stream(stream, partial(self._submit, manager, stream, eos, tag), loop=self._loop, spin_s=self.spin_s)
+        return run_stream(stream, partial(self._submit, manager, stream, eos, tag), loop=self._loop)
 
     def _check_fits(self, requests: BatchSpec) -> None:
         """Refuse a stream with a request longer than the manager's KV cache before its clock starts."""

@@ -27,7 +27,7 @@ from harness.model.spec import ModelSpec
 from harness.plan.points import SweepPoint, SweepShape
 from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe, SpecCounts
 from harness.scenarios.static_batching import serve_static
-from harness.scenarios.stream import StreamSpec, StreamTiming, client_spin_s
+from harness.scenarios.stream import StreamSpec, StreamTiming
 
 CACHES = ("dynamic", "static")
 
@@ -214,8 +214,7 @@ class HFBackend(GenerateEngine[HFOptions]):
         continuous-batching manager (continuous.py)."""
         if self.options.batching == "continuous":
             if self._continuous is None:
-                # The manager computes on this process's threads: on a CPU, a yielding loop would take their cores.
                 self._continuous = ContinuousBatcher(self.net, self.options.max_batch_size, self.shape, self.eos_ids,
-                                                     self.pad_id, client_spin_s(self.placement.device == "cpu"))
+                                                     self.pad_id)
             return self._continuous.serve(stream)
         return serve_static(stream, self._generate, self.options.max_batch_size, self.options.max_wait_ms / 1e3)

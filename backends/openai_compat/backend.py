@@ -23,7 +23,6 @@ import sys
 import tempfile
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -38,12 +37,11 @@ from backends.openai_compat.process import exit_wording, log_tail, start_server,
 from backends.vllm_engine.architectures import removed_architecture
 from harness.errors import UserError
 from harness.model.checkpoint import copy_tokenizer_files, write_random_checkpoint
-from harness.model.hardware import cuda_device_count
 from harness.model.memory import MemoryEstimate
 from harness.model.tokenizer import load_tokenizer, tokenizer_source
 from harness.run.process_group import free_port
 from harness.scenarios.batch import BatchSpec, BatchTiming
-from harness.scenarios.stream import StreamSpec, StreamTiming, client_spin_s, paused_gc
+from harness.scenarios.stream import StreamSpec, StreamTiming, paused_gc
 
 POLL_S = 0.25
 # Waiting for a server: a line into the worker's log this often (the sweep's console shows the latest).
@@ -128,17 +126,9 @@ class OpenAIBackend(Backend[OpenAIOptions]):
             self.close()
             raise
         headers = {"Content-Type": "application/json", **self._auth_headers()}
-        # A server on this machine without a GPU computes on the cores our client would spin on.
-        spin_s = client_spin_s(self._server_here() and not cuda_device_count())
         self.client = CompletionsClient(self.base_url, self.served_model, headers, o.request_timeout_s,
-                                        o.continuous_usage_stats, o.extra_body, o.endpoint, o.extensions, tokenizer,
-                                        spin_s)
+                                        o.continuous_usage_stats, o.extra_body, o.endpoint, o.extensions, tokenizer)
         self._loop = asyncio.new_event_loop()
-
-    def _server_here(self) -> bool:
-        """Started by us, or answering on a loopback address."""
-        host = urllib.parse.urlsplit(self.base_url).hostname or ""
-        return self.options.command is not None or host in ("localhost", "::1") or host.startswith("127.")
 
     def _start_server(self, command: str) -> str:
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-openai-")

@@ -28,7 +28,7 @@ from harness.model.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.model.spec import TORCH_DTYPES, ModelSpec
 from harness.plan.points import SweepShape
 from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe
-from harness.scenarios.stream import StreamSpec, StreamTiming, client_spin_s
+from harness.scenarios.stream import StreamSpec, StreamTiming
 
 def sampling_params(batch: BatchSpec, **extra: Any) -> List[Any]:
     """One SamplingParams per request: its own budget and seed. Forced lengths ignore EOS, as vLLM's own benchmarks
@@ -219,8 +219,7 @@ class VLLMBackend(Backend[VLLMOptions]):
         if getattr(self, "engine", None) is None:
             raise RuntimeError("vLLM was loaded for scenario: batch (vllm.LLM); streams need the async engine")
         params = sampling_params(stream.requests, output_kind=RequestOutputKind.DELTA)
-        return self.engine.serve(stream, params, speculating=self.options.speculative is not None,
-                                 spin_s=client_spin_s(self.placement.device == "cpu"))
+        return self.engine.serve(stream, params, speculating=self.options.speculative is not None)
 
     def reset_prefix_cache(self) -> None:
         """vLLM's own reset (`LLM.reset_prefix_cache`, or the async engine's): between points nothing is running, so

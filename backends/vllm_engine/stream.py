@@ -56,7 +56,7 @@ class AsyncEngine:
             raise
         self.vllm_config = self.engine.vllm_config
 
-    def serve(self, stream: StreamSpec, params: List[Any], speculating: bool, spin_s: float) -> StreamTiming:
+    def serve(self, stream: StreamSpec, params: List[Any], speculating: bool) -> StreamTiming:
         """Each request goes to `AsyncLLM.generate` at its scheduled time (`harness.scenarios.stream.drive`) and is
         batched with whatever the engine is running (continuous batching).
 
@@ -97,9 +97,9 @@ class AsyncEngine:
                              cached_tokens=final.num_cached_tokens)
 
         if not speculating:
-            return run_stream(stream, submit, loop=self.loop, spin_s=spin_s)
+            return run_stream(stream, submit, loop=self.loop)
         before = spec_totals()
-        timing = run_stream(stream, submit, loop=self.loop, spin_s=spin_s)
+        timing = run_stream(stream, submit, loop=self.loop)
         # The engine's output handler records a step's stats after handing its outputs over, possibly a turn of
         # the loop later than the last request saw its last token: let it run before reading the counters.
         self.loop.run_until_complete(asyncio.sleep(0.05))

@@ -14,6 +14,8 @@ from harness.config.arrival_keys import RampConfig, RateStage, validate_shape
 from harness.config.traces import FORMATS, Trace, read_trace, windowed
 
 ARRIVALS = ("poisson", "gamma", "constant", "ramp", "stages", "burst", "trace")
+# `stream.release`'s values, the default first: the best measured (harness/scenarios/release.py implements them).
+RELEASE_POLICIES = ("timerfd", "timer", "spin")
 
 
 @dataclass
@@ -96,6 +98,15 @@ class StreamConfig:
     )
     stop_at_saturation: bool = opt(True, help="In a rate sweep, skip the higher rates at the same lengths and cap once "
                                    "one saturated; a rate search treats a saturated probe as missed.")
+    release: str = opt(
+        RELEASE_POLICIES[0], help="How the client waits for each request's time. timerfd: a kernel timer, on time to "
+        "within the kernel's wake-up (about 0.2-0.4 ms p99 at 1,000 requests/s) with no CPU spent between requests; "
+        "where the kernel has none, asyncio's timer (the manifest's stream_release says which ran) | timer: asyncio's "
+        "own timer, up to about a millisecond late, as other clients wait (to compare with them) | spin: woken about "
+        "2 ms early, then yields to the event loop until due: the most precise where a core is free, but it burns "
+        "one, slowing an engine that computes on the same CPU. HF static batching waits in its own thread, whatever "
+        "this says."
+    )
     slo: SLOConfig = opt(factory=SLOConfig, help="Latency targets for SLO attainment and goodput.")
     search: RateSearchConfig = opt(factory=RateSearchConfig, help="How `request_rates: auto` searches.")
 
@@ -109,6 +120,8 @@ def validate_stream(stream: StreamConfig) -> None:
     """Value checks of the `stream` section; rates and caps become lists, and a trace is read and windowed."""
     if stream.arrival not in ARRIVALS:
         raise UserError(f"stream.arrival: {stream.arrival!r} is not one of {', '.join(ARRIVALS)}")
+    if stream.release not in RELEASE_POLICIES:
+        raise UserError(f"stream.release: {stream.release!r} is not one of {', '.join(RELEASE_POLICIES)}")
     validate_shape(stream)
     _validate_trace(stream)
     if stream.request_rates == "auto":

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from harness.model.hardware import host_total_bytes, usable_cpus
+from harness.scenarios.release import DEFAULT_POLICY as DEFAULT_RELEASE, release_record
 
 REPO = Path(__file__).resolve().parents[2]
 # The harness's own distributions, recorded in every manifest beside the engines' (each engine class names what it
@@ -142,4 +143,14 @@ def build_manifest(config: dict, argv: List[str], model: dict, entries: List[dic
         "backends": entries,
         "software": software_versions(engine_distributions),
         "hardware": hardware_info(),
+        "stream_release": stream_release(config),
     }
+
+
+def stream_release(config: dict) -> Optional[Dict[str, str]]:
+    """How a stream sweep's requests were released (harness/scenarios/release.py): the policy `stream.release` asked
+    for and the mechanism that woke the loop (timerfd, or asyncio's timer where there is none, up to about a
+    millisecond late); it bounds every send_slip_ms. None for a sweep of static batches: no stream ran."""
+    if config.get("scenario") != "stream":
+        return None
+    return release_record((config.get("stream") or {}).get("release", DEFAULT_RELEASE))

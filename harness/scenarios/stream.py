@@ -5,8 +5,9 @@ scheduled arrival, not when the client got round to sending it, so a late client
 shows up as latency instead of hiding (coordinated omission; docs/measurement.md, "Request streams").
 
 Engines with an async API (vLLM's AsyncLLM, an HTTP server) use `drive`, which releases each request
-at its scheduled time on an asyncio loop; engines that batch on their own clock (HF static batching)
-schedule themselves and fill in the same `RequestTiming`s.
+at its scheduled time on an asyncio loop (woken as `stream.release` says, by default by a kernel timer:
+harness/scenarios/release.py); engines that batch on their own clock (HF static batching) schedule themselves and
+fill in the same `RequestTiming`s.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
 
 from harness.scenarios.batch import BatchSpec, SpecCounts
+# block_until: static batching's thread waits with it (harness/scenarios/static_batching.py imports it from here).
+from harness.scenarios.release import DEFAULT_POLICY, ReleaseClock, block_until as block_until
 
-# The loop sleeps until this close to a request's scheduled time, then yields until it is due: asyncio's
-# timers wake up to a millisecond late, which at 1,000 requests/s would be the whole gap between two. Yielding keeps
-# the client runnable, which is worth a core only where one is free: see `client_spin_s`.
-SPIN_S = 0.002
 # The first request is scheduled this far after `drive` starts, so that setting up costs no request its clock.
 LEAD_S = 0.005
 
@@ -51,12 +50,14 @@ class StreamSpec:
     `arrivals_s` their scheduled offsets from the stream's start (non-decreasing; a later turn's is its
     conversation's); `max_concurrency` caps the requests in flight (None: no cap), the rest wait at the client with
     their clocks running. `turns`: the conversations, in a multi-turn stream; `drive` builds each later turn's prompt
-    as its turn before ends (`prompt_ids`, `chat_messages` are what an engine sends)."""
+    as its turn before ends (`prompt_ids`, `chat_messages` are what an engine sends). `release`: how `drive` waits
+    for each request's time (`stream.release`: harness/scenarios/release.py's POLICIES)."""
 
     requests: BatchSpec
     arrivals_s: Tuple[float, ...]
     max_concurrency: Optional[int] = None
     turns: Optional[Turns] = None
+    release: str = DEFAULT_POLICY
     _built_ids: Dict[int, List[int]] = field(default_factory=dict, compare=False, repr=False)
     _built_messages: Dict[int, Tuple[Tuple[str, str], ...]] = field(default_factory=dict, compare=False, repr=False)
 
@@ -208,45 +209,24 @@ class Submitted:
 Submit = Callable[[int], Awaitable[Submitted]]
 
 
-def client_spin_s(engine_on_this_cpu: bool) -> float:
-    """How long `drive` yields before each release: SPIN_S, or none where the engine computes on this machine's CPU.
-
-    A yielding client stays runnable, and the kernel then wakes it late for its reads: on the 2-core CPU machine,
-    where vLLM's worker busy-polls one core and its server, engine core and our client share the other, a 2 ms spin
-    per request made the openai stream's mean latency 1.2-1.5x a bare aiohttp loop's (none: 1.00;
-    benchmarks/overhead/openai_stream.py). Without it a request is released up to about a millisecond late, counted
-    in its latency (its clock starts at its scheduled arrival)."""
-    return 0.0 if engine_on_this_cpu else SPIN_S
-
-
-async def sleep_until(deadline_s: float, spin_s: float = SPIN_S) -> None:
-    """Wake at `deadline_s` (perf_counter), other tasks running meanwhile: to within a fraction of a millisecond when
-    the last `spin_s` is spent yielding, else as late as asyncio's timer wakes (about a millisecond)."""
-    while True:
-        left = deadline_s - time.perf_counter()
-        if left <= 0:
-            return
-        await asyncio.sleep(left - spin_s if left > spin_s else 0)
-
-
-def block_until(deadline_s: float) -> None:
-    """`sleep_until` for a thread without an event loop: sleep, then yield for the last SPIN_S (a sleep wakes late)."""
-    while True:
-        left = deadline_s - time.perf_counter()
-        if left <= 0:
-            return
-        time.sleep(left - SPIN_S if left > SPIN_S else 0)
-
-
-async def drive(stream: StreamSpec, submit: Submit, spin_s: float = SPIN_S) -> StreamTiming:
+async def drive(stream: StreamSpec, submit: Submit) -> StreamTiming:
     """Release every request at its scheduled time, whatever is in flight, and collect their timings.
 
     A request that raises gets an `error` and the rest go on: the point fails as a whole later, with
     every request accounted for. With `max_concurrency`, released requests wait for a free slot. In a
     multi-turn stream each conversation runs as one task: a later turn is due its gap after the turn
-    before it ended, and is sent with that turn's prompt and answer in front of its own. `spin_s`: see
-    `client_spin_s`.
+    before it ended, and is sent with that turn's prompt and answer in front of its own. Releases wake as the
+    stream's `release` policy says (`ReleaseClock`): by default on a kernel timer, on time to within the kernel's
+    wake-up, with nothing running between them.
     """
+    clock = ReleaseClock(asyncio.get_running_loop(), stream.release)
+    try:
+        return await _drive(stream, submit, clock)
+    finally:
+        clock.close()
+
+
+async def _drive(stream: StreamSpec, submit: Submit, clock: ReleaseClock) -> StreamTiming:
     slots = asyncio.Semaphore(stream.max_concurrency) if stream.max_concurrency else None
     start_s = time.perf_counter() + LEAD_S
     turns = stream.turns
@@ -284,7 +264,7 @@ async def drive(stream: StreamSpec, submit: Submit, spin_s: float = SPIN_S) -> S
             assert got is not None and timing.last_token_s is not None  # it is ok: it returned, with a last token
             stream.continue_turn(following, got.token_ids, got.text)
             index, scheduled_s = following, timing.last_token_s + turns.gap_s[following]
-            await sleep_until(scheduled_s, spin_s)
+            await clock.until(scheduled_s)
             dispatched_s = time.perf_counter()
 
     tasks = []
@@ -292,7 +272,7 @@ async def drive(stream: StreamSpec, submit: Submit, spin_s: float = SPIN_S) -> S
         if turns is not None and turns.follows[index] is not None:
             continue  # a later turn: its conversation's task sends it
         scheduled_s = start_s + offset
-        await sleep_until(scheduled_s, spin_s)
+        await clock.until(scheduled_s)
         tasks.append(asyncio.ensure_future(conversation(index, scheduled_s, time.perf_counter())))
     timings = sorted((t for group in await asyncio.gather(*tasks) for t in group), key=lambda t: t.index)
     return StreamTiming(start_s, time.perf_counter(), tuple(timings))
@@ -332,10 +312,9 @@ def paused_gc():
         gc.collect()
 
 
-def run_stream(stream: StreamSpec, submit: Submit, loop: Optional[asyncio.AbstractEventLoop] = None,
-               spin_s: float = SPIN_S) -> StreamTiming:
+def run_stream(stream: StreamSpec, submit: Submit, loop: Optional[asyncio.AbstractEventLoop] = None) -> StreamTiming:
     """`drive` on `loop` (a backend keeps one for its engine's lifetime) or on a fresh one, the collector paused."""
     with paused_gc():
         if loop is None:
-            return asyncio.run(drive(stream, submit, spin_s))
-        return loop.run_until_complete(drive(stream, submit, spin_s))
+            return asyncio.run(drive(stream, submit))
+        return loop.run_until_complete(drive(stream, submit))

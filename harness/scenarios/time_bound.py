@@ -31,4 +31,4 @@ def due_within(stream: StreamSpec, duration_s: Optional[float]) -> StreamSpec:
     turns = stream.turns
     if turns is not None:
         turns = Turns(turns.conversation[:count], turns.turn[:count], turns.follows[:count], turns.gap_s[:count])
-    return StreamSpec(requests, stream.arrivals_s[:count], stream.max_concurrency, turns)
+    return StreamSpec(requests, stream.arrivals_s[:count], stream.max_concurrency, turns, release=stream.release)
