@@ -16,7 +16,7 @@ from typing import List, Optional, Tuple
 from rich.console import Console
 
 from app.console import console, err_console, print_capacity, print_plan
-from app.plan_output import FORMATS, show_plan
+from app.plan_output import FORMATS, print_dry_run_floors, show_plan
 from app.resume import check_resumable
 from app.session import SweepOptions, run_sweep
 from backends.registry import BACKENDS, engine_distributions
@@ -208,6 +208,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                      for plan in plan_sweep(config, model, BACKENDS, workload)]
         if args.dry_run:
             print_plan(plans)
+            print_dry_run_floors(config, plans, machine, console)
             return 0
         out = ResultsDir(args.output_dir or default_output_dir(config))
         done = out.open(args.resume)

@@ -3,6 +3,7 @@ point and batch size (`--format json`, for scripts: nothing else goes to stdout 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -20,9 +21,10 @@ from harness.config.sweep import SweepConfig
 from harness.model.hardware import Machine
 from harness.model.spec import ModelSpec
 from harness.plan.capacity import Capacity
-from harness.plan.floors import Floors
+from harness.plan.entry import EntryPlan
+from harness.plan.floors import Floors, Layout, floors_of
 from harness.plan.forecast import Calibration, Forecast
-from harness.plan.outlook import PlanPoint, plan_points
+from harness.plan.outlook import PlanPoint, plan_points, target_of
 from workloads.base import Workload
 
 FORMATS = ("text", "json")
@@ -216,3 +218,28 @@ def show_plan(config: SweepConfig, models: List[Tuple[ModelSpec, Workload]], mac
                  markup=False)
     if hint:
         to.print(no_gpu_hint(), markup=False, soft_wrap=True)
+
+
+def print_dry_run_floors(config: SweepConfig, plans: List[EntryPlan], machine: Optional[Machine],
+                         to: Console) -> None:
+    """`--dry-run`: after the plan, the roofline floors of its batch points (--plan's, harness/plan/floors.py), where
+    the peaks are known: a named GPU (hardware.gpu) or hardware.peak_*. On this machine's CPU --dry-run measures
+    nothing, so it prints no floors there (`--plan --calibrate` reads a sweep's measured peaks)."""
+    table = Table(title="Roofline floors of the batch points (nothing loaded: the fastest each could run)")
+    for name in ("backend", "input", "output", "batch", "TTFT floor ms", "TPOT floor ms", "binds: prefill / decode",
+                 "peaks"):
+        table.add_column(name, justify="left" if name in ("backend", "binds: prefill / decode", "peaks") else "right")
+    for plan in plans:
+        placement = dataclasses.replace(plan.placement, device="cuda") if machine else plan.placement
+        target = target_of(config, machine, placement.device, plan.model.dtype, None)
+        if target.peaks is None or plan.unavailable:
+            continue
+        layout = Layout.of(placement, plan.options.name, str(getattr(plan.options, "offload", "none")))
+        for p in (pp.point for pp in plan.points if pp.point.batch_size is not None):
+            assert p.batch_size is not None
+            fl = floors_of(plan.model, layout, target.peaks, target.links, p.batch_size, p.input_length,
+                           p.output_length)
+            table.add_row(plan.label, str(p.input_length), str(p.output_length), str(p.batch_size),
+                          _num(fl.ttft_floor_ms), _num(fl.tpot_floor_ms), _binds(fl), target.why)
+    if table.row_count:
+        to.print(table)

@@ -113,3 +113,21 @@ def test_quantized_weights_count_their_own_bytes(model):
     """int8 on a GPU: a byte a weight (harness/model/quantized.py) instead of fp32's 4; the KV cache stays fp32."""
     int8 = floors_of(model.loaded_as("int8", "cuda"), ONE_GPU, PEAKS, NO_LINKS, 1, 100, 21)
     assert int8.tpot_floor_ms == pytest.approx(((BODY + EMBEDDING) * 1 + (100 + 10.5) * KV_PER_TOKEN) / 100e9 * 1e3)
+
+
+def test_dry_run_prints_each_batch_points_floor_on_a_named_gpu(capsys):
+    from app.cli import main
+    from harness.model.hardware import datasheet_peaks
+
+    args = ["yamls/cpu-tiny.yaml", "backends=[{name: hf, device: cpu}]", "batch_sizes=[1,4]", "input_lengths=[128]",
+            "output_lengths=[32]"]
+    assert main([*args, "--dry-run", "hardware.gpu=h100-sxm"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Roofline floors of the batch points" in out
+    model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
+    for batch in (1, 4):
+        f = floors_of(model, ONE_GPU, datasheet_peaks("h100-sxm", "fp32"), Links.of_gpu("h100-sxm"), batch, 128, 32)
+        assert f"│ hf │ 128 │ 32 │ {batch} │ {f.ttft_floor_ms:.3g} │ {f.tpot_floor_ms:.3g} │" in out
+    # On this machine's CPU --dry-run measures no peaks, so it prints no floors.
+    assert main([*args, "--dry-run"]) == 0
+    assert "Roofline floors" not in capsys.readouterr().out
