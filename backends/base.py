@@ -145,7 +145,6 @@ class Backend(ABC, Generic[OptionsT]):
     def load(self) -> None:
         """Build or load the model on its devices and make it ready to generate."""
 
-    @abstractmethod
     def run(self, batch: BatchSpec) -> BatchTiming:
         """Generate each prompt's `batch.max_tokens` (exactly, when `batch.forced`; else EOS may stop it) with
         `batch.sampling`, all submitted at once, and return the stamps.
@@ -154,6 +153,8 @@ class Backend(ABC, Generic[OptionsT]):
         one after its outputs are on the host, with the device synchronized. Per-sequence first and
         last token stamps are returned where the engine can tell them (docs/measurement.md).
         """
+        # A stream-only engine (openai) never gets here: `unsupported` skips its batch points with the reason.
+        raise NotImplementedError(f"{type(self).__name__} does not run static batches")
 
     def serve(self, stream: StreamSpec) -> StreamTiming:
         """Run a request stream: each request enters at its scheduled time (`harness.scenarios.stream.drive` does that for

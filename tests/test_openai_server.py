@@ -321,3 +321,19 @@ def test_close_ends_the_server_process_group(server):
     assert not group_members(pgid)
     server.close()  # idempotent: the fixture's teardown calls it again
 
+
+
+def test_a_batch_point_is_skipped_for_the_stream_only_engine_with_the_reason():
+    """The openai backend runs streams only: a batch point is skipped by `unsupported` before anything is sent, and
+    were `run` ever reached it would say so (Backend.run's default), never return a timing."""
+    from harness.config.sections import ModelConfig
+    from harness.model.spec import resolve_model
+
+    model = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32"))
+    options = OpenAIOptions(name="openai", base_url="http://127.0.0.1:9", model="m")
+    options.validate("backend")
+    assert OpenAIBackend.unsupported(options, "batch", model) == "openai runs scenario: stream only, not batch"
+    assert OpenAIBackend.unsupported(options, "stream", model) is None
+    backend = OpenAIBackend(options, model, SweepShape(0, 8, 8, scenario="stream"))
+    with pytest.raises(NotImplementedError, match="OpenAIBackend does not run static batches"):
+        backend.run(BatchSpec([[1, 2]], (2,)))

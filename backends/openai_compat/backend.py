@@ -40,7 +40,6 @@ from harness.model.checkpoint import copy_tokenizer_files, write_random_checkpoi
 from harness.model.memory import MemoryEstimate
 from harness.model.tokenizer import load_tokenizer, tokenizer_source
 from harness.run.process_group import free_port
-from harness.scenarios.batch import BatchSpec, BatchTiming
 from harness.scenarios.stream import StreamSpec, StreamTiming, paused_gc
 
 POLL_S = 0.25
@@ -250,9 +249,6 @@ class OpenAIBackend(Backend[OpenAIOptions]):
             return None  # not every server has /version
 
     # --- requests -------------------------------------------------------------------------------------------
-
-    def run(self, batch: BatchSpec) -> BatchTiming:
-        raise NotImplementedError("the openai backend runs scenario: stream only (scenarios = ('stream',))")
 
     def serve(self, stream: StreamSpec) -> StreamTiming:
         """The stream's requests; a failed one is a request's error (kept, counted), not the point's. A server the
