@@ -170,23 +170,27 @@ def test_a_server_that_keeps_refusing_fails_in_one_line(monkeypatch):
         backend.close()
 
 
+def run_grid(tmp_path, entry: str, arg: str, values: list, marker: str, timeout_s: int):
+    """`entry` (a YAML flow mapping) with grid server_args.ARG over `values`, swept through benchmark.py with the
+    processes it starts marked; every entry's row ok, labelled by its value. Its results rows and runtimes."""
+    entry = entry[:-1] + f", grid: {{server_args.{arg}: {values}}}}}"
+    proc = run_benchmark(sweep_yaml(tmp_path / "s.yaml", entry), "--output-dir", tmp_path / "out", "--no-plots",
+                         env={**os.environ, MARKER: marker}, timeout=timeout_s)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = rows(tmp_path / "out" / "results.csv")
+    assert [(r["backend"], r["grid_options"], r["status"]) for r in results] == [
+        (f"openai[server_args.{arg}={v}]", f"server_args.{arg}={v}", "ok") for v in values]
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    return results, [b["runtime"] for b in manifest["backends"]]
+
+
 @pytest.mark.engine
 def test_a_grid_over_a_server_flag_starts_one_server_per_value(tmp_path):
     """Two labelled entries, each its own loopback server with its own --token-gap-ms (which its TPOT shows);
     the sink has no /reset_prefix_cache, which the manifest says, and the points run."""
-    entry = f"{{name: openai, command: '{GRIDDED}', grid: {{server_args.gap: [0, 30]}}}}"
-    config = sweep_yaml(tmp_path / "s.yaml", entry)
     marker = uuid.uuid4().hex
-    proc = run_benchmark(config, "--output-dir", tmp_path / "out", "--no-plots", env={**os.environ, MARKER: marker},
-                         timeout=300)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    results = rows(tmp_path / "out" / "results.csv")
-    assert [(r["backend"], r["grid_options"], r["status"]) for r in results] == [
-        ("openai[server_args.gap=0]", "server_args.gap=0", "ok"), ("openai[server_args.gap=30]", "server_args.gap=30",
-                                                                    "ok")]
+    results, runtimes = run_grid(tmp_path, f"{{name: openai, command: '{GRIDDED}'}}", "gap", [0, 30], marker, 300)
     assert float(results[0]["tpot_ms_p50"]) < 20 <= float(results[1]["tpot_ms_p50"])
-    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    runtimes = [b["runtime"] for b in manifest["backends"]]
     assert [r["command"] for r in runtimes] == [GRIDDED] * 2
     assert [r["argv"][-2:] for r in runtimes] == [["--token-gap-ms", "0"], ["--token-gap-ms", "30"]]
     assert runtimes[0]["server_pid"] != runtimes[1]["server_pid"]
@@ -225,17 +229,9 @@ def test_a_grid_over_vllm_serve_flags_restarts_the_server_per_entry(tmp_path):
     through the development route the harness opened for it."""
     from tests.test_stream_e2e import SERVER
 
-    entry = (f"{{name: openai, command: '{SERVER} --max-num-seqs {{seqs}}', grid: {{server_args.seqs: [4, 8]}}}}")
-    config = sweep_yaml(tmp_path / "s.yaml", entry)
     marker = uuid.uuid4().hex
-    proc = run_benchmark(config, "--output-dir", tmp_path / "out", "--no-plots", env={**os.environ, MARKER: marker},
-                         timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    results = rows(tmp_path / "out" / "results.csv")
-    assert [(r["backend"], r["grid_options"], r["status"]) for r in results] == [
-        ("openai[server_args.seqs=4]", "server_args.seqs=4", "ok"), ("openai[server_args.seqs=8]", "server_args.seqs=8",
-                                                                      "ok")]
-    runtimes = [b["runtime"] for b in json.loads((tmp_path / "out" / "manifest.json").read_text())["backends"]]
+    _, runtimes = run_grid(tmp_path, f"{{name: openai, command: '{SERVER} --max-num-seqs {{seqs}}'}}", "seqs", [4, 8],
+                           marker, 600)
     assert [r["argv"][-2:] for r in runtimes] == [["--max-num-seqs", "4"], ["--max-num-seqs", "8"]]
     assert runtimes[0]["server_pid"] != runtimes[1]["server_pid"]
     assert all(r["prefix_cache_reset"] == f"POST {r['base_url']}/reset_prefix_cache" for r in runtimes)
