@@ -3,7 +3,6 @@ point and batch size (`--format json`, for scripts: nothing else goes to stdout 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -22,9 +21,9 @@ from harness.model.hardware import Machine
 from harness.model.spec import ModelSpec
 from harness.plan.capacity import Capacity
 from harness.plan.entry import EntryPlan
-from harness.plan.floors import Floors, Layout, floors_of
+from harness.plan.floors import Floors, floors_of
 from harness.plan.forecast import Calibration, Forecast
-from harness.plan.outlook import PlanPoint, plan_points, target_of
+from harness.plan.outlook import PlanPoint, floored_as, plan_points
 from workloads.base import Workload
 
 FORMATS = ("text", "json")
@@ -230,11 +229,9 @@ def print_dry_run_floors(config: SweepConfig, plans: List[EntryPlan], machine: O
                  "peaks"):
         table.add_column(name, justify="left" if name in ("backend", "binds: prefill / decode", "peaks") else "right")
     for plan in plans:
-        placement = dataclasses.replace(plan.placement, device="cuda") if machine else plan.placement
-        target = target_of(config, machine, placement.device, plan.model.dtype, None)
+        target, layout = floored_as(config, machine, plan.placement, plan.options, plan.model.dtype, None)
         if target.peaks is None or plan.unavailable:
             continue
-        layout = Layout.of(placement, plan.options.name, str(getattr(plan.options, "offload", "none")))
         for p in (pp.point for pp in plan.points if pp.point.batch_size is not None):
             assert p.batch_size is not None
             fl = floors_of(plan.model, layout, target.peaks, target.links, p.batch_size, p.input_length,

@@ -12,13 +12,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from harness.config.engine import BackendOptions
 from harness.config.registry import Registry
 from harness.config.sweep import SweepConfig
 from harness.model.hardware import Machine, Peaks, datasheet_peaks
 from harness.model.memory import kv_cache_bytes
 from harness.model.spec import ModelSpec
 from harness.plan.capacity import Capacity, plan_capacity
-from harness.plan.engine import EngineClass, PointWorkload
+from harness.plan.engine import EngineClass, Placement, PointWorkload
 from harness.plan.floors import NO_LINKS, Floors, Layout, Links, floors_of
 from harness.plan.forecast import DECODE, PREFILL, Calibration, Forecast
 
@@ -74,6 +75,15 @@ def target_of(config: SweepConfig, machine: Optional[Machine], device: str, dtyp
     return Target(None, links, "no GPU named: set hardware.gpu (e.g. h100-sxm) or hardware.peak_*")
 
 
+def floored_as(config: SweepConfig, machine: Optional[Machine], placement: Placement, options: BackendOptions,
+               dtype: str, calibration: Optional[Calibration]) -> Tuple[Target, Layout]:
+    """The peaks and the layout an entry's floors use: on a named GPU every entry is floored there, a CPU one too."""
+    if machine:
+        placement = dataclasses.replace(placement, device="cuda")
+    target = target_of(config, machine, placement.device, dtype, calibration)
+    return target, Layout.of(placement, options.name, str(getattr(options, "offload", "none")))
+
+
 def batch_sizes_of(config: SweepConfig, max_batch: int) -> List[int]:
     if isinstance(config.batch_sizes, list):
         return [int(b) for b in config.batch_sizes]
@@ -110,9 +120,7 @@ def plan_points(config: SweepConfig, model: ModelSpec, backends: Registry[Engine
         options = options_of[c.label]
         loaded = model.loaded_as(options.quantization, c.placement.device)
         figures = ModelFigures(loaded.num_params, loaded.weights_bytes, kv_cache_bytes(loaded, 1, 1))
-        placement = dataclasses.replace(c.placement, device="cuda") if machine else c.placement
-        target = target_of(config, machine, placement.device, model.dtype, calibration)
-        layout = Layout.of(placement, options.name, str(getattr(options, "offload", "none")))
+        target, layout = floored_as(config, machine, c.placement, options, model.dtype, calibration)
         for batch in batch_sizes_of(config, c.max_batch):
             floors = forecast = None
             note = "" if calibration else "no --calibrate: floor only"
