@@ -6,10 +6,11 @@
 #   headline      yamls/gpu-headline.yaml: hf eager against static cache + compile, batch 1, 8 and 32       300 s
 #   quantization  torchao none/int8/int4/fp8 on hf eager at batch 1 and 32, one timed batch a point        240 s
 #   largest       the largest batch that fits (batch_sizes: auto up to 512), one timed batch                120 s
-# The limits come from the first run on an H200 (docs/results/h200-20261126): the smoke sweep took 159 s (each
-# engine's import 10-14 s there), an 8B model's load about 25 s an entry, and the compile of each batch size of the
-# headline's second entry most of a minute. One command may run 10 minutes there, so the default, suite,headline,
-# is one call (575 s with the install), and quantization,largest a second one on the machine while it is warm.
+# The limits come from the runs on an H200 (docs/results/h200-20261126, -20261127): the suite took 185 s (each
+# engine's import 10-14 s there), an 8B model's import and load about 27 s an entry, the headline 230 s (the compile
+# of each of its second entry's batch sizes about 30 s), quantization's int4 and fp8 about 80 s an entry, and the
+# largest batch 73 s. One command may run 10 minutes there, so the default, suite,headline, is one call (456 s with
+# the install), and quantization,largest a second one on the machine while it is warm.
 #
 #   scripts/gpu-first-contact.sh OUT [WHEELHOUSE] [STEPS]   # on the GPU machine; OUT gets run.log, suite.xml,
 #                                                          # target-packages.txt and results.tgz (results folders)
@@ -69,7 +70,7 @@ step 10 "$py" -m pip check
 if asked suite; then
   # tests/gpu/test_gpu_quantization.py is the quantization step's job here (make test-gpu runs it too).
   step 220 "$py" -m pytest tests/gpu/test_gpu_sweep.py tests/gpu/test_gpu_overhead.py -m gpu -q -p no:cacheprovider \
-    -rs --junitxml="$out/suite.xml"
+    -rs -o junit_logging=system-out --junitxml="$out/suite.xml"  # system-out: the overhead check prints its figure
 fi
 if asked headline; then
   step 300 "$py" benchmark.py yamls/gpu-headline.yaml "${shape[@]}" --output-dir "$work/headline"

@@ -64,13 +64,14 @@ def activation_bytes(model: ModelSpec, batch_size: int, input_length: int, eager
 
 
 def dequantized_layer_bytes(model: ModelSpec) -> int:
-    """A quantized layout that multiplies by its weight dequantized (harness/model/quantized.py, `dequantizes`) holds
-    the largest linear layer at the model's dtype while it runs: the LM head (vocab x hidden) or the MLP's widest."""
-    if model.quantized is None or not model.quantized.dequantizes_per_matmul:
+    """A quantized layout that multiplies by its weight dequantized (harness/model/quantized.py,
+    `dequantize_bytes_per_weight`) holds copies of the largest linear layer while it runs: the LM head (vocab x hidden)
+    or the MLP's widest."""
+    if model.quantized is None or not model.quantized.dequantize_bytes_per_weight:
         return 0
     c = model.config
     widest = max(c.vocab_size, getattr(c, "intermediate_size", None) or 0)
-    return widest * c.hidden_size * model.dtype_bytes
+    return int(widest * c.hidden_size * model.quantized.dequantize_bytes_per_weight)
 
 
 def mlp_width_per_token(c) -> int:

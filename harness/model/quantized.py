@@ -22,16 +22,29 @@ class Quantized:
 
     method: str  # int8 | int4 | fp8
     bytes_per_weight: float
-    # The layer's weight is dequantized to the model's dtype for its matmul, one layer at a time: a transient of the
-    # largest linear layer at full width (`dequantizes`).
-    dequantizes_per_matmul: bool = False
+    # Bytes per weight that a layer's matmul holds while it runs, for a layout that multiplies by its weight
+    # dequantized, one layer at a time: a transient of the largest linear layer (`dequantize_bytes_per_weight`).
+    dequantize_bytes_per_weight: float = 0.0
 
 
-def dequantizes(method: str, device: str) -> bool:
-    """torchao's int8 weight-only on CUDA multiplies by the weight cast to the activations' dtype: measured on an H200
-    (Llama-3.1-8B shape, bf16, batch 1), the allocator's peak was 1.06 GB above the weights and KV cache, the LM
-    head's 128256 x 4096 bf16 copy. On the CPU it runs torch's int8 matmul kernel, and int4 has its own kernels."""
-    return method == "int8" and device == "cuda"
+def dequantize_bytes_per_weight(method: str, device: str, dtype_bytes: int) -> float:
+    """What one weight's dequantized copies hold during its layer's matmul, in torchao 0.18's weight-only paths.
+
+    - int8 on CUDA multiplies by the weight cast to the activations' dtype: measured on an H200 (Llama-3.1-8B shape,
+      bf16, batch 1), the allocator's peak was 1.06 GB above the weights and KV cache, the LM head's 128256 x 4096
+      bf16 copy.
+    - fp8 (`Float8Tensor` without activation scaling) multiplies by `dequantize()`, which casts the fp8 values to
+      fp32, multiplies them by the scale into a second fp32 tensor and casts that to the dtype, the first two still
+      live: 4 + 4 + 2 bytes. Measured on the same H200 at batch 1: 13.95 GB where the weights, KV cache and
+      activations are 8.70 GB, 5.25 GB above them, which is the LM head's 525 M weights x 10 bytes.
+    - On the CPU int8 runs torch's int8 matmul kernel, and int4 has its own kernels on both."""
+    if device != "cuda":
+        return 0.0
+    if method == "int8":
+        return float(dtype_bytes)
+    if method == "fp8":
+        return 4.0 + 4.0 + dtype_bytes
+    return 0.0
 
 
 def bytes_per_weight(method: str, device: str, dtype_bytes: int) -> float:

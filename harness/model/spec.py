@@ -18,7 +18,7 @@ from harness.config.sections import ModelConfig
 from harness.errors import UserError, did_you_mean, known_names
 from harness.model import config_json as config_view
 from harness.model.config_json import ConfigView
-from harness.model.quantized import Quantized, bytes_per_weight, dequantizes, weights_bytes
+from harness.model.quantized import Quantized, bytes_per_weight, dequantize_bytes_per_weight, weights_bytes
 
 PRESETS_DIR = Path(__file__).parent.parent / "presets"
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -102,8 +102,8 @@ class ModelSpec:
         if quantization == "none":
             return dataclasses.replace(self, quantized=None) if self.quantized else self
         per_weight = bytes_per_weight(quantization, device, self.dtype_bytes)
-        return dataclasses.replace(self, quantized=Quantized(quantization, per_weight,
-                                                             dequantizes(quantization, device)))
+        transient = dequantize_bytes_per_weight(quantization, device, self.dtype_bytes)
+        return dataclasses.replace(self, quantized=Quantized(quantization, per_weight, transient))
 
     @property
     def max_positions(self) -> int:
