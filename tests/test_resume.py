@@ -28,9 +28,17 @@ def data_rows(path):
         return list(csv.DictReader(f))
 
 
+def default_sigint():
+    """Ctrl-C as a terminal's sweep gets it. A test run started in the background (`make test &` in a script)
+    inherits SIGINT ignored, as shells ignore it for background jobs, and Python keeps an ignored SIGINT ignored: the
+    sweep would never see the signal this test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(yaml, out):
     return subprocess.Popen([sys.executable, str(REPO / "benchmark.py"), str(yaml), "--output-dir", str(out)],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_sigint)
 
 
 def wait_for_rows(proc, path, n, timeout=120):
