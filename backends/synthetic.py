@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Set, Tuple
 
 from backends.base import Backend, BackendOptions, Placement
-from harness.errors import UserError
 from harness.fields import opt
 from harness.model.memory import MemoryEstimate
 from harness.model.spec import ModelSpec
@@ -27,16 +26,11 @@ from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, run_st
 
 @dataclass
 class SyntheticOptions(BackendOptions):
-    ttft_ms: float = opt(1.0, help="Time to first token of every batch and request, slept.")
-    tpot_ms: float = opt(0.5, help="Time per further output token (a batch's decode step), slept.")
+    ttft_ms: float = opt(1.0, ge=0, unit="ms", help="Time to first token of every batch and request, slept.")
+    tpot_ms: float = opt(0.5, ge=0, unit="ms", help="Time per further output token (a batch's decode step), slept.")
     prefix_caching: bool = opt(False, help="Keep every stream prompt it has served and report a prompt it has seen "
                                "before as wholly cached (cached_tokens), until the runner resets the cache before a "
                                "point: the bookkeeping of a prefix cache, with no KV behind it.")
-
-    def validate(self, key: str) -> None:
-        for name in ("ttft_ms", "tpot_ms"):
-            if getattr(self, name) < 0:
-                raise UserError(f"{key}.{name}: must be at least 0, got {getattr(self, name)}")
 
 
 class SyntheticBackend(Backend[SyntheticOptions]):

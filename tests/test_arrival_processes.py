@@ -131,21 +131,21 @@ def test_gamma_and_ramp_keep_num_requests():
 
 BAD = {
     "negative burstiness": (["stream.arrival=gamma", "stream.burstiness=-1"],
-                            "stream.burstiness: must be more than 0, got -1"),
+                            "stream.burstiness: must be a finite number > 0, got -1"),
     "burstiness without gamma": (["stream.burstiness=2"], "stream.burstiness: shapes the gaps of stream.arrival: "
                                  "gamma; set it, or remove stream.burstiness"),
     "ramp without its keys": (["stream.arrival=ramp"], "stream.ramp.start_rate: required with stream.arrival: ramp "
-                              "(the rate at t=0), more than 0 requests/s"),
+                              "(the rate at t=0), a finite number of requests/s > 0"),
     "ramp of no time": (["stream.arrival=ramp", "stream.ramp.start_rate=1", "stream.ramp.duration_s=0"],
-                        "stream.ramp.duration_s: must be more than 0 seconds, got 0"),
+                        "stream.ramp.duration_s: must be a finite number of seconds > 0, got 0"),
     "ramp keys without ramp": (["stream.ramp.start_rate=1"],
                                "stream.ramp: is the ramp of stream.arrival: ramp; set it, or remove stream.ramp"),
     "stages missing": (["stream.arrival=stages"],
                        "stream.stages: required with stream.arrival: stages, a list of {rate, duration_s}"),
     "stage without duration": (["stream.arrival=stages", "stream.stages=[{rate: 1}]"],
-                               "stream.stages[0].duration_s: required, more than 0 seconds"),
+                               "stream.stages[0].duration_s: required, a finite number of seconds > 0"),
     "negative stage rate": (["stream.arrival=stages", "stream.stages=[{rate: 2, duration_s: 5}, {rate: -1, "
-                             "duration_s: 5}]"], "stream.stages[1].rate: must be more than 0 requests/s, got -1"),
+                             "duration_s: 5}]"], "stream.stages[1].rate: must be a finite number of requests/s > 0, got -1"),
     "stages without stages": (["stream.stages=[{rate: 1, duration_s: 5}]"], "stream.stages: is the schedule of "
                               "stream.arrival: stages; set it, or remove stream.stages"),
 }
@@ -158,7 +158,7 @@ def test_bad_shape_keys_exit_2_with_one_line(overrides, message, capsys):
 
 
 def test_a_multi_turn_stream_with_stages_starts_a_conversation_per_scheduled_arrival(model):
-    from harness.config.arrival_keys import RateStage, validate_shape
+    from harness.config.stream.arrival_keys import RateStage, validate_shape
     from harness.plan.points import SweepPoint
     from tests.replay import conversation_workload
 

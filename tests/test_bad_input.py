@@ -38,8 +38,8 @@ CASES = {
     "bad num_batches": ([TINY, "num_batches=two"], "num_batches: must be an integer of at least 1, or auto, got 'two'"),
     "stop without auto": ([TINY, "stop.target_ci_pct=1"], "stop: decides when num_batches: auto stops timing; with a "
                           "fixed num_batches, remove it"),
-    "stop too early": ([TINY, "num_batches=auto", "stop.min_batches=1"], "stop.min_batches: must be at least 2 (an "
-                       "interval needs two batches), got 1"),
+    "stop too early": ([TINY, "num_batches=auto", "stop.min_batches=1"], "stop.min_batches: must be an integer >= 2, "
+                       "got 1"),
     "stop max below min": ([TINY, "num_batches=auto", "stop.max_batches=3"], "stop.max_batches: must be at least "
                            "stop.min_batches (5), got 3"),
     "not a list": ([TINY, "input_lengths=8"], "input_lengths: expected a list, got 8"),
@@ -47,7 +47,7 @@ CASES = {
                          "'big'"),
     "cap without a search": ([TINY, "max_batch_size=8"], "max_batch_size: bounds the search of batch_sizes: auto; "
                              "with a list of batch sizes, remove it"),
-    "zero cap": ([TINY, "batch_sizes=auto", "max_batch_size=0"], "max_batch_size: must be at least 1, got 0"),
+    "zero cap": ([TINY, "batch_sizes=auto", "max_batch_size=0"], "max_batch_size: must be an integer >= 1, got 0"),
     "cap in a stream": ([TINY, "scenario=stream", "batch_sizes=null", "max_batch_size=8"],
                         "max_batch_size: not used with scenario: stream (requests arrive over time at "
                         "stream.request_rates); remove max_batch_size or set scenario: batch"),
@@ -85,27 +85,28 @@ CASES = {
     "bad arrival": ([TINY, "scenario=stream", "batch_sizes=null", "stream.arrival=weibull"],
                     "stream.arrival: 'weibull' is not one of poisson, gamma, constant, ramp, stages, burst, trace"),
     "bad rate": ([TINY, "scenario=stream", "batch_sizes=null", "stream.request_rates=[1,-2]"],
-                 "stream.request_rates: must be positive numbers (requests/s), a list or one, or auto, got [1, -2]"),
+                 "stream.request_rates: must be finite numbers of requests/s > 0, a list or one, or auto (every request at "
+                 "once: stream.arrival: burst), got a list [1, -2]"),
     "bad cap": ([TINY, "scenario=stream", "batch_sizes=null", "stream.max_concurrency=0"],
                 "stream.max_concurrency: must be null (no cap) or positive integers, a list or one, got 0"),
     "bad failed share": ([TINY, "scenario=stream", "batch_sizes=null", "stream.max_failed_share=1"],
-                         "stream.max_failed_share: must be in [0, 1) (a share of the requests), got 1.0"),
+                         "stream.max_failed_share: must be a finite number in [0, 1), got 1"),
     "bad duration": ([TINY, "scenario=stream", "batch_sizes=null", "stream.duration_s=0"],
-                     "stream.duration_s: must be a number of seconds more than 0 (or null), got 0.0"),
+                     "stream.duration_s: must be a finite number of seconds > 0, got 0"),
     "duration of a burst": ([TINY, "scenario=stream", "batch_sizes=null", "stream.duration_s=5",
                              "stream.arrival=burst"],
                             "stream.duration_s: bounds a stream's arrivals in time; arrival: burst sends every "
                             "request at t=0"),
     "bad saturation margin": ([TINY, "scenario=stream", "batch_sizes=null", "stream.saturation_margin=1.5"],
-                              "stream.saturation_margin: must be in [0, 1) (a share of the offered rate), got 1.5"),
+                              "stream.saturation_margin: must be a finite number in [0, 1), got 1.5"),
     "bad slo": ([TINY, "scenario=stream", "batch_sizes=null", "stream.slo.percentile=120"],
-                "stream.slo.percentile: must be in (0, 100], got 120.0"),
+                "stream.slo.percentile: must be a finite percentage in (0, 100], got 120"),
     "compile without static cache": ([TINY, "backends.0.compile=true"],
                                      "backends[0].compile: true needs backends[0].cache_implementation: static"),
     "unknown gpu": ([TINY, "hardware.gpu=h1000"], "hardware.gpu: 'h1000' is not in harness/peaks.yaml (known: "
                     "h100-nvl, h100-pcie, h100-sxm, h200, b200, a100-pcie-40gb, a100-pcie-80gb, a100-sxm-40gb, "
                     "a100-sxm-80gb, l40s, l4, a10g, mi300x)"),
-    "bad price": ([TINY, "hardware.cost_per_hour=-2"], "hardware.cost_per_hour: must be more than 0, got -2.0"),
+    "bad price": ([TINY, "hardware.cost_per_hour=-2"], "hardware.cost_per_hour: must be a finite number > 0, got -2"),
     "unknown speculative method": (
         [TINY, "backends.0.speculative={method: medusa, num_speculative_tokens: 4}"],
         "backends[0].speculative.method: 'medusa' is not one of ngram, prompt_lookup, draft, eagle"),

@@ -142,9 +142,9 @@ def bad_cases(tmp_path):
                         f"workload.max_prompt_tokens: every prompt of {ex} is longer than 5 tokens after templating "
                         "(shortest: 15)"),
         "negative temperature": (f"{{prompts: {ex}}}", "sampling: {temperature: -0.5}\n", [],
-                                 "sampling.temperature: must be 0 (greedy) or more, got -0.5"),
+                                 "sampling.temperature: must be a finite number >= 0, got -0.5"),
         "top_p zero": (f"{{prompts: {ex}}}", "sampling: {top_p: 0}\n", [],
-                       "sampling.top_p: must be in (0, 1], got 0.0"),
+                       "sampling.top_p: must be a finite number in (0, 1], got 0"),
         "vocab too large": (f"{{prompts: {ex}}}", "", ["model.overrides={vocab_size: 1000}"],
                             f"model.tokenizer: {tiny} has 3747 tokens, more than tiny-llama (modified: vocab 1000)'s "
                             "vocab_size (1000); its ids would index past the embedding table"),

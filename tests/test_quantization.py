@@ -321,8 +321,8 @@ quality: {{text: text.txt, max_text_tokens: 300, window_tokens: 128}}
     ("{text: missing.txt}", "quality.text: no such file 'missing.txt'"),
     ("{text: sweep.yaml}", "quality.text: perplexity needs pretrained weights; model.weights is random (random "
                            "weights have no perplexity worth reading)"),
-    ("{window_tokens: 1}", "quality.window_tokens: must be at least 2 (a token and the one it predicts), got 1"),
-    ("{max_logits_rel_error: 0}", "quality.max_logits_rel_error: must be more than 0, got 0.0"),
+    ("{window_tokens: 1}", "quality.window_tokens: must be an integer >= 2, got 1"),
+    ("{max_logits_rel_error: 0}", "quality.max_logits_rel_error: must be a finite number > 0, got 0"),
 ])
 def test_bad_quality_section_exits_2_with_one_line(tmp_path, capsys, quality, message):
     path = sweep_yaml(tmp_path, "none")

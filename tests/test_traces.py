@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
-from harness.config.traces import MOONCAKE_BLOCK_TOKENS, read_trace, windowed
+from harness.config.stream.traces import MOONCAKE_BLOCK_TOKENS, read_trace, windowed
 from harness.errors import UserError
 from tests.replay import TRACE_INPUTS, TRACE_OUTPUTS, TRACE_TIMES_S, trace_stream, write_small_trace
 
@@ -129,8 +129,7 @@ def test_bad_trace_exits_2_with_one_line(tmp_path, capsys, name):
      "BurstGPT trace)"),
     ("arrival: poisson, trace: x.csv", "input_lengths: [8]\noutput_lengths: [4]\n",
      "stream.trace: is replayed with stream.arrival: trace; set it, or remove stream.trace"),
-    ("arrival: trace, trace: TRACE, time_scale: 0", "", "stream.time_scale: must be a number more than 0 (0.5: twice "
-     "as fast), got 0"),
+    ("arrival: trace, trace: TRACE, time_scale: 0", "", "stream.time_scale: must be a finite number > 0, got 0"),
     ("arrival: trace, trace: TRACE, trace_format: sharegpt", "", "stream.trace_format: 'sharegpt' is not one of "
      "auto, azure, mooncake, burstgpt"),
     ("arrival: trace, trace: TRACE, window: {start_s: 60}", "", "stream.window: no request of TRACE falls in it (the "

@@ -18,7 +18,7 @@ import numpy as np
 
 from harness.config.stream import StreamConfig, replay_trace
 from harness.config.sweep import SweepConfig
-from harness.config.traces import MOONCAKE_BLOCK_TOKENS, Trace
+from harness.config.stream.traces import MOONCAKE_BLOCK_TOKENS, Trace
 from harness.errors import UserError
 from harness.fields import opt
 from harness.model.spec import ModelSpec

@@ -38,7 +38,7 @@ def translate_for_cli(path: str, overrides: List[str], translate_only: bool) -> 
     translated, lines = translate(raw, source.name)
     text = render(translated, lines, str(path))
     if translate_only:
-        _check_loads(source, yaml.safe_load(text))
+        _check_loads(source, load_yaml(text, str(path)))
     print(text, file=sys.stdout if translate_only else sys.stderr, flush=True)  # not rich: its markup eats [lists]
     return None if translate_only else translated
 

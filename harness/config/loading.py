@@ -16,37 +16,60 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
 
+from harness.config.kinds import check_section
 from harness.errors import UserError, did_you_mean
+from harness.textfile import read_utf8
 
 
 def to_dataclass(schema: type, raw: Any, prefix: str = "") -> Any:
     """Merge `raw` into the structured schema and return a dataclass instance, or raise UserError."""
-    if not isinstance(raw, dict):
-        raise UserError(f"{prefix or 'config'}: expected a mapping of keys, got {_show(raw)}")
-    for name, hint in typing.get_type_hints(schema).items():
-        if dataclasses.is_dataclass(hint) and name in raw and not isinstance(raw[name], dict):
-            # OmegaConf's merge error for this case carries no key path
-            raise UserError(f"{_join(prefix, name)}: expected a mapping of keys, got {_show(raw[name])}")
+    check_section(schema, raw, prefix)  # every key's kind and range first: OmegaConf's errors carry no key path
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.create(raw))
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as e:
         raise _translate(e, schema, prefix) from None
+    except (TypeError, ValueError) as e:  # OmegaConf's own, for a value the pass above let through
+        raise UserError(f"{prefix or 'config'}: {_first_line(e)}") from None
 
 
 def read_yaml_mapping(path: Path, kind: str = "config", contents: str = "keys at the top level") -> dict:
     """A YAML file that must hold a mapping; every failure is one UserError line naming the file."""
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise UserError(f"{path}: cannot read {kind} ({e.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise UserError(f"{path}: not valid YAML{yaml_reason(e)}") from None
+    data = load_yaml(read_utf8(path, kind), str(path))
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of {contents}, got {_show(data)}")
     return data
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: PyYAML keeps the last one
+    silently, so `batch_sizes:` written twice would run the second list without a word."""
+
+
+def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
+    seen: dict = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: its keys may be overridden here
+            continue
+        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+        line = key_node.start_mark.line + 1
+        if isinstance(key, (str, int, float, bool)) and key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (lines {seen[key]} and {line}): give each key once",
+                key_node.start_mark)
+        seen.setdefault(key, line)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """YAML text as data (PyYAML's safe subset, duplicate keys refused); UserError naming `where` and the line."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506: a SafeLoader subclass
+    except yaml.YAMLError as e:
+        raise UserError(f"{where}: not valid YAML{yaml_reason(e)}") from None
 
 
 def yaml_reason(e: yaml.YAMLError) -> str:
@@ -65,9 +88,9 @@ def apply_override(raw: dict, item: str) -> None:
     if not sep or not key:
         raise UserError(f"override {item!r}: expected key=value, e.g. batch_sizes=[1,8]")
     try:
-        value = yaml.safe_load(text) if text else ""
-    except yaml.YAMLError:
-        raise UserError(f"override {key}: cannot parse value {text!r}") from None
+        value = yaml.load(text, Loader=_StrictLoader) if text else ""  # noqa: S506: a SafeLoader subclass
+    except yaml.YAMLError as e:
+        raise UserError(f"override {key}: cannot parse value {text!r}{yaml_reason(e)}") from None
     conf = OmegaConf.create(raw)
     try:
         OmegaConf.update(conf, key, value, merge=False)
@@ -80,7 +103,7 @@ def apply_override(raw: dict, item: str) -> None:
 
 
 def _translate(e: OmegaConfBaseException, schema: type, prefix: str) -> UserError:
-    key = _join(prefix, str(e.full_key or ""))
+    key = _join(prefix, str(e.full_key or "")) or "config"
     if isinstance(e, ConfigKeyError):
         owner = e.object_type if dataclasses.is_dataclass(e.object_type) else schema
         allowed = [f.name for f in dataclasses.fields(owner)]

@@ -7,10 +7,12 @@ into a cycle.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, List, Optional, Protocol, TypeVar
 
+from harness.config.kinds import show
 from harness.errors import UserError, known_names
 
 
@@ -51,6 +53,8 @@ class Registry(Generic[R]):
 
     def class_of(self, section: Any, key: str) -> R:
         """The class a raw section or its resolved options names."""
+        if not isinstance(section, dict) and not dataclasses.is_dataclass(section):
+            raise UserError(f"{key}: expected a mapping of keys, got {show(section)}")
         if self.pick is not None:
             return self.get(self.pick(section), key)
         name = section.get("name") if isinstance(section, dict) else getattr(section, "name", None)

@@ -1,6 +1,6 @@
 """`python benchmark.py --schema [SECTION]`: every config key with its type, default and help text.
 
-Generated from the typed config itself (harness/config/sweep.py, harness/config/stream.py, each backend's and workload's
+Generated from the typed config itself (harness/config/sweep.py, harness/config/stream/section.py, each backend's and workload's
 `Options`), so what it prints cannot drift from what a YAML is checked against; tests/test_schema.py holds the
 backend-option table of docs/guides/engines.md to it.
 """
@@ -48,8 +48,17 @@ def sections(backends: Registry, workloads: Registry) -> Dict[str, Tuple[type, s
 
 def keys(cls: type) -> List[Key]:
     hints = typing.get_type_hints(cls)
-    return [Key(f.name, _type_name(hints[f.name]), _default(f), f.metadata.get("help", ""))
+    return [Key(f.name, _type_name(hints[f.name]) + _range(f), _default(f), f.metadata.get("help", ""))
             for f in dataclasses.fields(cls)]
+
+
+def _range(f: dataclasses.Field) -> str:
+    """` (seconds > 0)`, ` (in (0, 1])`: a number's declared range and unit, as harness/config/kinds.py checks it."""
+    limits = f.metadata.get("range")
+    if limits is None:
+        return ""
+    words = limits.words(integer=False).replace("a finite number", "").replace("a finite percentage", "%")
+    return f" ({words.strip().removeprefix('of ')})"
 
 
 def select(all_sections: Dict[str, Tuple[type, str]], wanted: str) -> Dict[str, Tuple[type, str]]:

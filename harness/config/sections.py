@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from harness.errors import UserError
-from harness.fields import opt
+from harness.fields import SEED_MAX, opt
 
 DTYPES = ("bf16", "fp16", "fp32")
 WEIGHTS = ("random", "pretrained")
@@ -44,10 +44,10 @@ class ModelConfig:
 class SamplingConfig:
     """The same for every backend. The default is greedy: deterministic, and engines can be cross-checked."""
 
-    temperature: float = opt(0.0, help="0: greedy; above 0: sample from the softmax at this temperature.")
-    top_p: float = opt(1.0, help="Nucleus sampling: keep the smallest set of tokens holding this probability.")
-    top_k: int = opt(0, help="Keep only the k most likely tokens; 0: off.")
-    seed: Optional[int] = opt(0, help="Per-request sampling seeds derive from it, so sampled runs repeat where engines "
+    temperature: float = opt(0.0, ge=0, help="0: greedy; above 0: sample from the softmax at this temperature.")
+    top_p: float = opt(1.0, gt=0, le=1, help="Nucleus sampling: keep the smallest set of tokens holding this probability.")
+    top_k: int = opt(0, ge=0, help="Keep only the k most likely tokens; 0: off.")
+    seed: Optional[int] = opt(0, ge=0, le=SEED_MAX, help="Per-request sampling seeds derive from it, so sampled runs repeat where engines "
                               "allow; null: unseeded, as vLLM's own benchmark samples (seeded sampling's cost: "
                               "docs/measurement.md, Sampling).")
 
@@ -58,12 +58,12 @@ class HardwareConfig:
 
     gpu: Optional[str] = opt(None, help="A GPU from harness/peaks.yaml (e.g. h100-sxm): its peaks, instead of "
                              "matching the name the driver reports; and the machine --plan and --dry-run plan for.")
-    num_gpus: Optional[int] = opt(None, help="With gpu: how many the planned machine has (default 1).")
+    num_gpus: Optional[int] = opt(None, ge=1, help="With gpu: how many the planned machine has (default 1).")
     peak_memory_bandwidth_gbps: Optional[float] = opt(
-        None, help="Peak memory bandwidth of one device, GB/s; overrides the table (GPU) or the probe (CPU).")
-    peak_tflops: Optional[float] = opt(None, help="Peak dense TFLOP/s of one device in the sweep's dtype; overrides "
+        None, gt=0, unit="GB/s", help="Peak memory bandwidth of one device, GB/s; overrides the table (GPU) or the probe (CPU).")
+    peak_tflops: Optional[float] = opt(None, gt=0, unit="TFLOP/s", help="Peak dense TFLOP/s of one device in the sweep's dtype; overrides "
                                        "the table or the probe.")
-    cost_per_hour: Optional[float] = opt(None, help="Price of one device for an hour (any currency): fills "
+    cost_per_hour: Optional[float] = opt(None, gt=0, help="Price of one device for an hour (any currency): fills "
                                          "cost_per_million_output_tokens.")
 
 
@@ -71,22 +71,22 @@ class HardwareConfig:
 class StopConfig:
     """`num_batches: auto`: time batches until the mean latency is known to within target_ci_pct."""
 
-    target_ci_pct: float = opt(2.0, help="Stop when the 95% interval's half-width is within this share (in %) of "
+    target_ci_pct: float = opt(2.0, gt=0, unit="%", help="Stop when the 95% interval's half-width is within this share (in %) of "
                                "the mean latency.")
-    min_batches: int = opt(5, help="Timed batches before the interval is first looked at.")
-    max_batches: int = opt(50, help="Timed batches at most; a point stopped here is marked converged: false.")
+    min_batches: int = opt(5, ge=2, help="Timed batches before the interval is first looked at.")
+    max_batches: int = opt(50, ge=2, help="Timed batches at most; a point stopped here is marked converged: false.")
 
 
 @dataclass
 class QualityConfig:
     """What a quantized entry may cost in accuracy (docs/measurement.md, "Quantization")."""
 
-    max_logits_rel_error: float = opt(0.05, help="The report names, per engine and point, the fastest quantization "
+    max_logits_rel_error: float = opt(0.05, gt=0, help="The report names, per engine and point, the fastest quantization "
                                       "whose logits_rel_error is within this bound.")
     text: Optional[str] = opt(None, help="A UTF-8 text file: with pretrained weights, each entry's perplexity on it "
                               "(and a quantized entry's perplexity_delta against its unquantized one).")
-    max_text_tokens: int = opt(4096, help="The text's first tokens scored, at most.")
-    window_tokens: int = opt(1024, help="Perplexity is scored over non-overlapping windows of this many tokens "
+    max_text_tokens: int = opt(4096, ge=2, help="The text's first tokens scored, at most.")
+    window_tokens: int = opt(1024, ge=2, help="Perplexity is scored over non-overlapping windows of this many tokens "
                              "(at most the model's max positions).")
 
     def resolve_paths(self, config_dir: Path) -> None:
@@ -118,22 +118,7 @@ def validate_model(model: ModelConfig, key: str) -> None:
         raise UserError(f"{key}.label: must not be empty; leave it out for the preset or name_or_path")
 
 
-def validate_sampling(sampling: SamplingConfig) -> None:
-    if sampling.temperature < 0:
-        raise UserError(f"sampling.temperature: must be 0 (greedy) or more, got {sampling.temperature}")
-    if not 0 < sampling.top_p <= 1:
-        raise UserError(f"sampling.top_p: must be in (0, 1], got {sampling.top_p}")
-    if sampling.top_k < 0:
-        raise UserError(f"sampling.top_k: must be 0 (off) or more, got {sampling.top_k}")
-
-
 def validate_quality(quality: QualityConfig, models: Sequence[Tuple[str, ModelConfig]]) -> None:
-    if not quality.max_logits_rel_error > 0:
-        raise UserError(f"quality.max_logits_rel_error: must be more than 0, got {quality.max_logits_rel_error}")
-    for key in ("max_text_tokens", "window_tokens"):
-        if getattr(quality, key) < 2:
-            raise UserError(f"quality.{key}: must be at least 2 (a token and the one it predicts), got "
-                            f"{getattr(quality, key)}")
     if quality.text is None:
         return
     if not os.path.isfile(quality.text):
@@ -150,12 +135,5 @@ def validate_hardware(hardware: HardwareConfig) -> None:
     if hardware.gpu is not None and hardware.gpu not in gpu_table():
         raise UserError(f"hardware.gpu: {hardware.gpu!r} is not in harness/peaks.yaml (known: "
                         f"{', '.join(gpu_table())})")
-    if hardware.num_gpus is not None:
-        if hardware.gpu is None:
-            raise UserError("hardware.num_gpus: needs hardware.gpu, the GPU the planned machine has")
-        if hardware.num_gpus < 1:
-            raise UserError(f"hardware.num_gpus: must be at least 1, got {hardware.num_gpus}")
-    for key in ("peak_memory_bandwidth_gbps", "peak_tflops", "cost_per_hour"):
-        value = getattr(hardware, key)
-        if value is not None and value <= 0:
-            raise UserError(f"hardware.{key}: must be more than 0, got {value}")
+    if hardware.num_gpus is not None and hardware.gpu is None:
+        raise UserError("hardware.num_gpus: needs hardware.gpu, the GPU the planned machine has")

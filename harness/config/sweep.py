@@ -1,7 +1,7 @@
 """Typed sweep configuration: YAML plus `key=value` overrides -> a validated `SweepConfig`.
 
 This is the one place that knows every key (the small sections are harness/config/sections.py's, the stream's
-harness/config/stream.py's, each backend's and workload's their own). Loading happens in two steps, each building
+harness/config/stream/section.py's, each backend's and workload's their own). Loading happens in two steps, each building
 its object once: `SweepYaml`, the keys as OmegaConf checks their shape (unknown keys, types), then `SweepConfig`,
 the same keys with their final types, built only from values that passed the checks (`_typed`), which need no
 model. Nothing is assigned to either afterwards. Every failure is a `UserError` naming the key path.
@@ -31,13 +31,12 @@ from harness.config.sections import (
     validate_hardware,
     validate_model,
     validate_quality,
-    validate_sampling,
 )
 from harness.config import sweep_values as values
 from harness.config.stream import StreamConfig
 from harness.config.sweep_values import check_positive_list
 from harness.errors import UserError
-from harness.fields import opt
+from harness.fields import SEED_MAX, opt
 
 if typing.TYPE_CHECKING:
     from harness.config.registry import Registry
@@ -66,7 +65,7 @@ class SweepYaml:
                         "arriving over time (see `stream`).")
     batch_sizes: Any = opt(None, help="Sequences per batch, all submitted together (scenario: batch), or `auto`: "
                            "per entry and length pair, search for the largest batch that runs (see max_batch_size).")
-    max_batch_size: Optional[int] = opt(None, help="With batch_sizes: auto, the largest batch the search tries "
+    max_batch_size: Optional[int] = opt(None, ge=1, help="With batch_sizes: auto, the largest batch the search tries "
                                         "(default 1024).")
     stream: StreamConfig = opt(factory=StreamConfig, help="Request streams (scenario: stream).")
     workload: Any = opt(
@@ -84,8 +83,8 @@ class SweepYaml:
     num_batches: Any = opt(5, help="Timed batches per point, or `auto`: until the mean latency's 95% interval is "
                            "narrow enough (see stop).")
     stop: StopConfig = opt(factory=StopConfig, help="When `num_batches: auto` stops timing a point.")
-    num_warmup_batches: int = opt(1, help="Untimed batches per point before the timed ones.")
-    seed: int = opt(0, help="Seeds the random prompts (and random weights).")
+    num_warmup_batches: int = opt(1, ge=0, help="Untimed batches per point before the timed ones.")
+    seed: int = opt(0, ge=0, le=SEED_MAX, help="Seeds the random prompts (and random weights).")
     keep_prefix_cache: bool = opt(
         False, help="Keep what an engine's prefix cache holds from one point to the next. By default it is emptied "
         "before each point (vLLM in process; a vLLM server through its /reset_prefix_cache), so a point's hit rate "
@@ -95,13 +94,13 @@ class SweepYaml:
         True, help="After an out-of-memory point, skip larger batch sizes at the same lengths."
     )
     memory_fraction: float = opt(
-        0.9, help="Share of free memory a point's estimate may use; points estimated above it are skipped."
+        0.9, gt=0, le=1, help="Share of free memory a point's estimate may use; points estimated above it are skipped."
     )
     load_timeout_s: float = opt(
-        3600, help="A worker that takes longer to start and load the model is killed (70B loads take minutes)."
+        3600, gt=0, unit="seconds", help="A worker that takes longer to start and load the model is killed (70B loads take minutes)."
     )
     point_timeout_s: float = opt(
-        1800, help="A worker silent this long during one point (warm-up + timed batches) is killed as hung."
+        1800, gt=0, unit="seconds", help="A worker silent this long during one point (warm-up + timed batches) is killed as hung."
     )
     output: OutputConfig = opt(factory=OutputConfig, help="Where results go besides the local folder.")
     hardware: HardwareConfig = opt(factory=HardwareConfig, help="Peaks and price the numbers are held against.")
@@ -212,8 +211,8 @@ def _replace_model_sources(raw: dict, overrides: List[str]) -> None:
 
 
 def validate(config: SweepConfig) -> None:
-    """Value and cross-field checks of the typed config that need no model (`_typed` has checked the keys it read
-    into their types)."""
+    """Value and cross-field checks of the typed config that need no model. Each key's kind and range were checked
+    as it was read (harness/config/kinds.py, from its declaration); these are what one key cannot say alone."""
     if not _NAME_RE.match(config.benchmark_name):
         raise UserError(
             f"benchmark_name: {config.benchmark_name!r} is not allowed (letters, digits, '.', '_', '-'; "
@@ -221,18 +220,10 @@ def validate(config: SweepConfig) -> None:
         )
     if config.input_lengths is not None:
         check_positive_list("input_lengths", config.input_lengths)
-    if config.num_warmup_batches < 0:
-        raise UserError(f"num_warmup_batches: must be 0 or more, got {config.num_warmup_batches}")
-    for key in ("load_timeout_s", "point_timeout_s"):
-        if getattr(config, key) <= 0:
-            raise UserError(f"{key}: must be more than 0 seconds, got {getattr(config, key)}")
-    if not 0 < config.memory_fraction <= 1:
-        raise UserError(f"memory_fraction: must be in (0, 1], got {config.memory_fraction}")
     if config.models == []:
         raise UserError("models: must list at least one model section, e.g. [{preset: llama-2-7b}]")
     for key, model in model_sections(config):
         validate_model(model, key)
-    validate_sampling(config.sampling)
     config.workload.validate(config)
     config.workload.validate_shared(config)
     _validate_backends(config)

@@ -95,7 +95,7 @@ class ReleaseClock:
     loop that runs it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, policy: str = DEFAULT_POLICY):
-        if policy not in POLICIES:  # the config refuses others (harness/config/stream.py): a caller's mistake
+        if policy not in POLICIES:  # the config refuses others (harness/config/stream/section.py): a caller's mistake
             raise ValueError(f"release policy {policy!r} is not one of {', '.join(POLICIES)}")
         self.policy = policy
         self._loop = loop

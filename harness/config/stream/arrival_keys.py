@@ -1,5 +1,5 @@
 """The `stream` keys that shape arrivals beyond their rate: gamma's `burstiness`, `ramp` and `stages`, with their
-checks (harness/config/stream.py holds the rest of the section; the times are harness/scenarios/arrivals.py's)."""
+checks (harness/config/stream/section.py holds the rest of the section; the times are harness/scenarios/arrivals.py's)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from harness.fields import opt
 class RampConfig:
     """`arrival: ramp`: the rate rises (or falls) linearly to the point's rate, then holds there."""
 
-    start_rate: Optional[float] = opt(None, help="The rate at t=0, requests/s (required with arrival: ramp).")
-    duration_s: Optional[float] = opt(None, help="Seconds the ramp takes to reach the point's rate (required with "
+    start_rate: Optional[float] = opt(None, gt=0, unit="requests/s", help="The rate at t=0, requests/s (required with arrival: ramp).")
+    duration_s: Optional[float] = opt(None, gt=0, unit="seconds", help="Seconds the ramp takes to reach the point's rate (required with "
                                       "arrival: ramp).")
 
 
@@ -23,16 +23,14 @@ class RampConfig:
 class RateStage:
     """One stage of `arrival: stages`: a Poisson stream at `rate` for `duration_s`."""
 
-    rate: Optional[float] = opt(None, help="Requests/s during the stage (required).")
-    duration_s: Optional[float] = opt(None, help="Seconds the stage lasts (required).")
+    rate: Optional[float] = opt(None, gt=0, unit="requests/s", help="Requests/s during the stage (required).")
+    duration_s: Optional[float] = opt(None, gt=0, unit="seconds", help="Seconds the stage lasts (required).")
 
 
 def validate_shape(stream: Any) -> None:
     """Checks of a StreamConfig's shape keys: each belongs to its arrival process and must be more than 0. With
     arrival: stages the schedule replaces request_rates by its mean rate (one point per cap)."""
     arrival = stream.arrival
-    if not _positive(stream.burstiness):
-        raise UserError(f"stream.burstiness: must be more than 0, got {_show(stream.burstiness)}")
     if arrival != "gamma" and stream.burstiness != 1.0:
         raise UserError("stream.burstiness: shapes the gaps of stream.arrival: gamma; set it, or remove "
                         "stream.burstiness")
@@ -61,15 +59,6 @@ def _validate_ramp(ramp: RampConfig, used: bool) -> None:
 
 
 def _require(key: str, value: Any, unit: str, why: str) -> None:
+    """A key its arrival process needs (its range was checked as it was read: harness/config/kinds.py)."""
     if value is None:
-        raise UserError(f"{key}: required{why}, more than 0 {unit}")
-    if not _positive(value):
-        raise UserError(f"{key}: must be more than 0 {unit}, got {_show(value)}")
-
-
-def _positive(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0 and value != float("inf")
-
-
-def _show(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
+        raise UserError(f"{key}: required{why}, a finite number of {unit} > 0")

@@ -3,15 +3,17 @@ their checks. Part of the typed config (harness/config/sweep.py), which owns the
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional
 
 from harness.errors import UserError
-from harness.fields import is_int, opt
-from harness.config.arrival_keys import RampConfig, RateStage, validate_shape
-from harness.config.traces import FORMATS, Trace, read_trace, windowed
+from harness.config.kinds import show
+from harness.fields import SEED_MAX, is_int, is_number, opt
+from harness.config.stream.arrival_keys import RampConfig, RateStage, validate_shape
+from harness.config.stream.traces import FORMATS, Trace, read_trace, windowed
 
 ARRIVALS = ("poisson", "gamma", "constant", "ramp", "stages", "burst", "trace")
 # `stream.release`'s values, the default first: the best measured (harness/scenarios/release.py implements them).
@@ -22,9 +24,9 @@ RELEASE_POLICIES = ("timerfd", "timer", "spin")
 class SLOConfig:
     """Defaults as MLPerf Inference's llama2-70b server scenario."""
 
-    ttft_ms: float = opt(2000.0, help="Time to first token a request may take, from its scheduled arrival.")
-    tpot_ms: float = opt(200.0, help="Time per output token after the first a request may take.")
-    percentile: float = opt(99.0, help="Share of requests (in %) that must meet both for a rate to count as "
+    ttft_ms: float = opt(2000.0, gt=0, unit="ms", help="Time to first token a request may take, from its scheduled arrival.")
+    tpot_ms: float = opt(200.0, gt=0, unit="ms", help="Time per output token after the first a request may take.")
+    percentile: float = opt(99.0, gt=0, le=100, unit="%", help="Share of requests (in %) that must meet both for a rate to count as "
                             "sustained.")
 
 
@@ -32,19 +34,19 @@ class SLOConfig:
 class RateSearchConfig:
     """`request_rates: auto`: double from start_rate until the SLO fails, then bisect."""
 
-    start_rate: float = opt(1.0, help="First rate probed, requests/s.")
-    precision: float = opt(0.1, help="Stop when the lowest failed rate is within this share above the highest "
+    start_rate: float = opt(1.0, gt=0, unit="requests/s", help="First rate probed, requests/s.")
+    precision: float = opt(0.1, gt=0, lt=1, help="Stop when the lowest failed rate is within this share above the highest "
                            "sustained one.")
-    max_probes: int = opt(16, help="Most rates probed per point (each is a full stream of num_requests).")
+    max_probes: int = opt(16, ge=2, help="Most rates probed per point (each is a full stream of num_requests).")
 
 
 @dataclass
 class TraceWindow:
     """Which part of a trace is replayed, in the trace's own seconds from its first request."""
 
-    start_s: float = opt(0.0, help="Replay from this many seconds after the trace's first request.")
-    duration_s: Optional[float] = opt(None, help="Replay this many seconds of the trace (null: to its end).")
-    max_requests: Optional[int] = opt(None, help="Replay at most this many requests (null: every one in the window).")
+    start_s: float = opt(0.0, ge=0, unit="seconds", help="Replay from this many seconds after the trace's first request.")
+    duration_s: Optional[float] = opt(None, gt=0, unit="seconds", help="Replay this many seconds of the trace (null: to its end).")
+    max_requests: Optional[int] = opt(None, ge=1, help="Replay at most this many requests (null: every one in the window).")
 
 
 @dataclass
@@ -56,7 +58,7 @@ class StreamConfig:
                        "stages (Poisson at piecewise-constant rates, see stages; request_rates and num_requests "
                        "ignored) | burst (every request at t=0: offline throughput; request_rates ignored) | trace (the times and lengths of "
                        "stream.trace; request_rates and num_requests ignored, and input_lengths and output_lengths not given).")
-    burstiness: float = opt(1.0, help="With arrival: gamma, the gaps' gamma shape (more than 0): the coefficient of "
+    burstiness: float = opt(1.0, gt=0, help="With arrival: gamma, the gaps' gamma shape (more than 0): the coefficient of "
                             "variation of the gaps is 1/sqrt(burstiness); 1 is Poisson, smaller is burstier (as vLLM's "
                             "bench serve --burstiness).")
     ramp: RampConfig = opt(factory=RampConfig, help="With arrival: ramp, how the rate reaches each point's rate.")
@@ -68,7 +70,7 @@ class StreamConfig:
     trace: Optional[str] = opt(None, help="With arrival: trace, the trace file to replay (Azure LLM inference CSV, "
                                "Mooncake/aiperf JSONL, BurstGPT CSV).")
     trace_format: str = opt("auto", help="auto (from the suffix and header) | azure | mooncake | burstgpt.")
-    time_scale: float = opt(1.0, help="Multiplies the trace's gaps: 0.5 replays it twice as fast.")
+    time_scale: float = opt(1.0, gt=0, help="Multiplies the trace's gaps: 0.5 replays it twice as fast.")
     window: TraceWindow = opt(factory=TraceWindow, help="The part of the trace replayed.")
     # Any: a list or one value; `validate` turns both into lists.
     request_rates: Any = opt(factory=lambda: [1.0, 2.0, 4.0, 8.0],
@@ -78,22 +80,22 @@ class StreamConfig:
         None, help="Cap on requests in flight (null: no cap), or a list of caps, one point each; waiting for a "
         "slot counts as latency."
     )
-    num_requests: int = opt(200, help="Timed requests per point, after the warm-up requests (with duration_s: the "
+    num_requests: int = opt(200, ge=1, help="Timed requests per point, after the warm-up requests (with duration_s: the "
                             "most scheduled).")
     duration_s: Optional[float] = opt(
-        None, help="Ends each point's timed requests by time: only requests due within this many seconds of the "
+        None, gt=0, unit="seconds", help="Ends each point's timed requests by time: only requests due within this many seconds of the "
         "stream's start are sent, those in flight then run to their end (null: every one of num_requests). Not with "
         "arrival: burst or trace."
     )
-    num_warmup_requests: int = opt(10, help="Requests sent (and finished) before the timed ones, untimed.")
-    seed: int = opt(0, help="Seeds the arrival times: identical for every backend.")
+    num_warmup_requests: int = opt(10, ge=0, help="Requests sent (and finished) before the timed ones, untimed.")
+    seed: int = opt(0, ge=0, le=SEED_MAX, help="Seeds the arrival times: identical for every backend.")
     max_failed_share: float = opt(
-        0.0, help="Share of a point's requests that may fail (an error answer, a dropped or stalled connection, a "
+        0.0, ge=0, lt=1, help="Share of a point's requests that may fail (an error answer, a dropped or stalled connection, a "
         "wrong token count) with the point still ok: they are counted (requests_failed), kept in requests.csv with "
         "their error, and left out of the latencies. 0: any failure makes the point an error."
     )
     saturation_margin: float = opt(
-        0.1, help="A point is saturated when its requests completed more than this share slower than they were offered "
+        0.1, ge=0, lt=1, help="A point is saturated when its requests completed more than this share slower than they were offered "
         "while the requests in flight kept rising (0.1: 10%)."
     )
     stop_at_saturation: bool = opt(True, help="In a rate sweep, skip the higher rates at the same lengths and cap once "
@@ -135,58 +137,32 @@ def validate_stream(stream: StreamConfig) -> None:
     if len(set(caps)) != len(caps):
         raise UserError(f"stream.max_concurrency: has duplicates: {caps}")
     stream.max_concurrency = caps
-    if stream.num_requests < 1:
-        raise UserError(f"stream.num_requests: must be at least 1, got {stream.num_requests}")
     _validate_bounds(stream)
-    if stream.num_warmup_requests < 0:
-        raise UserError(f"stream.num_warmup_requests: must be 0 or more, got {stream.num_warmup_requests}")
-    if not 0 <= stream.max_failed_share < 1:
-        raise UserError(f"stream.max_failed_share: must be in [0, 1) (a share of the requests), got "
-                        f"{stream.max_failed_share}")
-    slo = stream.slo
-    for key in ("ttft_ms", "tpot_ms"):
-        if getattr(slo, key) <= 0:
-            raise UserError(f"stream.slo.{key}: must be more than 0 ms, got {getattr(slo, key)}")
-    if not 0 < slo.percentile <= 100:
-        raise UserError(f"stream.slo.percentile: must be in (0, 100], got {slo.percentile}")
 
 
 def _validate_bounds(stream: StreamConfig) -> None:
-    """stream.duration_s and the saturation rule."""
-    d = stream.duration_s
-    if d is not None:
-        if isinstance(d, bool) or not isinstance(d, (int, float)) or not d > 0:
-            raise UserError(f"stream.duration_s: must be a number of seconds more than 0 (or null), got {d!r}")
+    """stream.duration_s belongs to the arrivals it bounds in time."""
+    if stream.duration_s is not None:
         if stream.arrival in ("burst", "trace"):
             raise UserError(f"stream.duration_s: bounds a stream's arrivals in time; arrival: {stream.arrival} "
                             + ("sends every request at t=0" if stream.arrival == "burst"
                                else "is bounded by stream.window.duration_s"))
-    if not 0 <= stream.saturation_margin < 1:
-        raise UserError(f"stream.saturation_margin: must be in [0, 1) (a share of the offered rate), got "
-                        f"{stream.saturation_margin}")
 
 
 def _rates(value: Any) -> List[float]:
     rates = value if isinstance(value, list) else [value]
-    if not rates or any(isinstance(r, bool) or not isinstance(r, (int, float)) or r <= 0 for r in rates):
-        raise UserError(f"stream.request_rates: must be positive numbers (requests/s), a list or one, or auto, got "
-                        f"{value!r}")
+    if not rates or any(not is_number(r) or not 0 < r < math.inf for r in rates):
+        raise UserError(f"stream.request_rates: must be finite numbers of requests/s > 0, a list or one, or auto "
+                        f"(every request at once: stream.arrival: burst), got {show(value)}")
     if len(set(rates)) != len(rates):
         raise UserError(f"stream.request_rates: has duplicates: {rates}")
     return [float(r) for r in rates]
 
 
 def _validate_search(stream: StreamConfig) -> None:
-    search = stream.search
     if stream.arrival == "burst":
         raise UserError("stream.request_rates: auto searches over rates; stream.arrival: burst has none (use poisson "
                         "or constant)")
-    if search.start_rate <= 0:
-        raise UserError(f"stream.search.start_rate: must be more than 0 requests/s, got {search.start_rate}")
-    if not 0 < search.precision < 1:
-        raise UserError(f"stream.search.precision: must be in (0, 1), got {search.precision}")
-    if search.max_probes < 2:
-        raise UserError(f"stream.search.max_probes: must be at least 2, got {search.max_probes}")
 
 
 def _validate_trace(stream: StreamConfig) -> None:
@@ -199,16 +175,6 @@ def _validate_trace(stream: StreamConfig) -> None:
                         "BurstGPT trace)")
     if stream.trace_format not in ("auto", *FORMATS):
         raise UserError(f"stream.trace_format: {stream.trace_format!r} is not one of auto, {', '.join(FORMATS)}")
-    if not stream.time_scale > 0:
-        raise UserError(f"stream.time_scale: must be a number more than 0 (0.5: twice as fast), got "
-                        f"{stream.time_scale:g}")
-    w = stream.window
-    if w.start_s < 0:
-        raise UserError(f"stream.window.start_s: must be 0 or more seconds, got {w.start_s}")
-    if w.duration_s is not None and w.duration_s <= 0:
-        raise UserError(f"stream.window.duration_s: must be more than 0 seconds (or null), got {w.duration_s}")
-    if w.max_requests is not None and (not is_int(w.max_requests) or w.max_requests < 1):
-        raise UserError(f"stream.window.max_requests: must be a positive integer (or null), got {w.max_requests!r}")
     # The trace's own times replace rates (one point per cap): the point's rate is the one its window offers. A bad
     # file or an empty window stops the run here.
     stream.request_rates = [replay_trace(stream).offered_rate]
