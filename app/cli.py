@@ -24,6 +24,7 @@ from harness.config import schema
 from harness.config.grid import MAX_GRID_ENTRIES
 from harness.config.sweep import SweepConfig, load_config, model_sections, to_plain
 from harness.errors import UserError
+from harness.files import writable_folder
 from harness.measure.writers import ResultsDir
 from harness.model.drafts import check_drafts
 from harness.model.hardware import Machine, planning_for
@@ -199,6 +200,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return launch_slurm(config, args.slurm, args.submit)
         machine = planned_machine_of(config) if (args.plan or args.dry_run) else None
         if args.plan:
+            if args.charts is not None:
+                writable_folder(args.charts, "--charts")
             calibration = calibrate(args.calibrate) if args.calibrate else None
             with planning_for(machine):
                 show_plan(config, models, machine, calibration, args.format, args.charts, console)

@@ -6,7 +6,6 @@ The parent process owns every file of the results folder; workers only send reco
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Protocol, Tuple
@@ -29,7 +28,7 @@ from harness.measure.quality import QualityCheck
 from harness.measure.records import PointResult, RunContext, point_key
 from harness.measure.spec_baseline import BaselineComparison
 from harness.measure.sink import PointSink
-from harness.measure.writers import ResultsDir, read_rows
+from harness.measure.writers import ResultsDir, read_rows, safe_file_name
 from harness.model.hardware import entry_peaks
 from harness.model.roofline import Shape
 from harness.model.spec import ModelSpec, architecture
@@ -125,8 +124,9 @@ def start_manifest(config: SweepConfig, plans: List[EntryPlan], groups: List[Tup
                    options: SweepOptions, previous: dict) -> dict:
     """What is known before anything runs: config, command, models (one section each when there are several),
     entries, and the runs a resumed sweep continues."""
+    entries = [_entry_info(p, len(groups) > 1) for p in plans]
     manifest = build_manifest(to_plain(config), ["benchmark.py", *options.argv], _model_info(groups[0][0]),
-                              [_entry_info(p) for p in plans], options.engine_distributions)
+                              entries, options.engine_distributions)
     if len(groups) > 1:  # what is said of one model is said in its own section
         manifest["models"] = [_model_info(model) for model, _ in groups]
         del manifest["model"]
@@ -251,10 +251,12 @@ def run_entries(plans: List[EntryPlan], manifest: dict, config: SweepConfig, don
     several = len(model_groups(plans)) > 1
     try:
         for plan, entry in zip(plans, manifest["backends"]):
-            log = out.path / "logs" / (f"{_file_name(plan.model.label)}/" if several else "") / f"{plan.label}.log"
+            log = out.path / entry["log"]
             label = f"{plan.model.label} / {plan.label}" if several else plan.label
             notices = WaitNotices(label, say, log)
-            entry["runtime"], closing = run_entry(plan, config, done, emit, log, closing, notices, control)
+            entry["runtime"] = {}  # an interrupted entry's is filled in as its worker is stopped
+            entry["runtime"], closing = run_entry(plan, config, done, emit, log, closing, notices, control,
+                                                  entry["runtime"])
             out.write_manifest(manifest)
     finally:
         if closing is not None:
@@ -264,12 +266,14 @@ def run_entries(plans: List[EntryPlan], manifest: dict, config: SweepConfig, don
 
 
 def run_entry(plan: EntryPlan, config: SweepConfig, done: set, emit: Callable[[PointResult], None], log: Path,
-              previous: Optional[WorkerRun], notices: WaitNotices,
-              control: Optional[NodeControl] = None) -> Tuple[dict, Optional[WorkerRun]]:
+              previous: Optional[WorkerRun], notices: WaitNotices, control: Optional[NodeControl] = None,
+              interrupted_runtime: Optional[dict] = None) -> Tuple[dict, Optional[WorkerRun]]:
     """In a worker process when there is something to run; in-process when every point is skipped anyway.
 
     Returns the entry's runtime (its worker fills in the rest as it ends) and the worker still closing its engine,
-    if one is: `previous`, or this entry's. `previous` ends before this entry's engine loads.
+    if one is: `previous`, or this entry's. `previous` ends before this entry's engine loads. Interrupted (Ctrl-C),
+    the stopped worker's runtime goes into `interrupted_runtime`, so the points it ran count in the manifest's
+    time budget.
     """
     model = plan.model
     context = run_context(config, model, plan)
@@ -283,6 +287,8 @@ def run_entry(plan: EntryPlan, config: SweepConfig, done: set, emit: Callable[[P
         closing = worker.run(previous)
     except BaseException:  # Ctrl-C: no worker outlives the sweep, and none runs on unrecorded
         worker.end(abandon=True)
+        if interrupted_runtime is not None:
+            interrupted_runtime.update(worker.runtime)
         raise  # `previous`, if this worker failed before ending it, is ended by run_entries
     if not closing:
         worker.end()
@@ -311,11 +317,10 @@ def _config_fields(model: ModelSpec) -> dict:
     return model.hf_config.to_diff_dict()
 
 
-def _file_name(label: str) -> str:
-    """A model label as a folder name: `llama-2-7b (modified: 4 layers)` -> `llama-2-7b_modified_4_layers`."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_") or "model"
-
-
-def _entry_info(plan: EntryPlan) -> dict:
-    return {"label": plan.label, "model": plan.model.label, "options": dataclasses.asdict(plan.options),
-            "placement": dataclasses.asdict(plan.placement), "memory_budget_bytes": plan.budget_bytes}
+def _entry_info(plan: EntryPlan, several_models: bool) -> dict:
+    """An entry as the manifest keeps it; `log`, its worker's output relative to the results folder, is named by a
+    safe file name of its label (and its model's, in a folder, when the sweep has several)."""
+    folder = f"{safe_file_name(plan.model.label, 'model')}/" if several_models else ""
+    return {"label": plan.label, "model": plan.model.label, "log": f"logs/{folder}{safe_file_name(plan.label)}.log",
+            "options": dataclasses.asdict(plan.options), "placement": dataclasses.asdict(plan.placement),
+            "memory_budget_bytes": plan.budget_bytes}

@@ -68,6 +68,9 @@ def _num(x: float) -> str:
 ANY_NUMBER = Range()  # a float field that declares no range: any finite number
 # The largest seed: every seed ends up in a signed 64-bit integer somewhere (torch generators, engines' sampling).
 SEED_MAX = 2**63 - 1
+# The longest wait any timeout or slept time may ask for: past it, the OS's timers overflow (time.sleep(1e300) raises),
+# and no benchmark waits a week for one answer.
+WEEK_S = 7 * 24 * 3600
 
 
 # accelerate's size units (accelerate.utils.convert_file_size_to_int reads the sizes engines are given).

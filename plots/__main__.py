@@ -8,11 +8,13 @@ Exit codes: 0 report written; 2 bad input (one `error:` line on stderr, no trace
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 from plots import data
+from harness.errors import UserError
 from plots.errors import PlotError
 from plots.report import FORMATS, make_report
 
@@ -59,8 +61,8 @@ def _positive_ms(text: str) -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of milliseconds above 0, got {text!r}")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number of milliseconds above 0, got {text!r}")
     return value
 
 
@@ -81,7 +83,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         out_dir = args.out or default_out_dir(args.results)
         report = make_report(args.results, out_dir, series, data.parse_where(args.where),
                              tuple(args.format.split(",")), args.slo_tpot_ms)
-    except PlotError as e:
+    except (PlotError, UserError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"charts and report: {report}")
@@ -93,7 +95,7 @@ def _compare(argv: List[str]) -> int:
 
     try:
         return run(argv)
-    except PlotError as e:
+    except (PlotError, UserError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -7,6 +7,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
+from harness.files import writable_folder
 from harness.measure.columns.names import R
 from harness.measure.manifest import HARNESS_PACKAGES
 from plots import batch_charts, data, headline_chart, load, roofline_charts, style
@@ -49,7 +50,7 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
     palette = style.Palette.build(data.series_order(table), batch_sizes)
     out_dir = Path(out_dir)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        writable_folder(out_dir, "--out")  # once the results are known to be readable
         ctx = ChartContext(table, palette, out_dir, formats, load.load_requests(sources), slo_tpot_ms)
         charts = render_jobs(ctx, headline_chart.chart_jobs(ctx) + batch_charts.chart_jobs(ctx)
                              + roofline_charts.chart_jobs(ctx)

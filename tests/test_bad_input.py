@@ -92,7 +92,7 @@ CASES = {
     "bad failed share": ([TINY, "scenario=stream", "batch_sizes=null", "stream.max_failed_share=1"],
                          "stream.max_failed_share: must be a finite number in [0, 1), got 1"),
     "bad duration": ([TINY, "scenario=stream", "batch_sizes=null", "stream.duration_s=0"],
-                     "stream.duration_s: must be a finite number of seconds > 0, got 0"),
+                     "stream.duration_s: must be a finite number of seconds in (0, 604800], got 0"),
     "duration of a burst": ([TINY, "scenario=stream", "batch_sizes=null", "stream.duration_s=5",
                              "stream.arrival=burst"],
                             "stream.duration_s: bounds a stream's arrivals in time; arrival: burst sends every "

@@ -60,7 +60,7 @@ def test_every_key_has_a_type_a_default_and_help():
 def test_a_section_prints_its_keys(capsys):
     code, out, _ = run(capsys, "--schema", "backends.vllm")
     assert code == 0 and out.startswith("[backends.vllm]")
-    assert re.search(r"^  kv_cache_memory_bytes +int \| null +null +KV cache size", out, re.M)
+    assert re.search(r"^  kv_cache_memory_bytes +int \| null \(bytes >= 1\) +null +KV cache size", out, re.M)
     assert re.search(r"^  enforce_eager +bool +false ", out, re.M)
     assert "[backends.hf]" not in out
 

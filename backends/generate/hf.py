@@ -19,7 +19,7 @@ from backends.generate.batching import (
 )
 from backends.generate.continuous import ContinuousBatcher
 from harness.errors import UserError
-from harness.fields import opt
+from harness.fields import WEEK_S, opt
 from harness.model import weights
 from harness.model.drafts import draft_model
 from harness.model.memory import MemoryEstimate, estimate_point
@@ -52,7 +52,7 @@ class HFOptions(GenerateOptions):
         "longest requests."
     )
     max_wait_ms: float = opt(
-        50.0, help="batching: static only. A batch also starts once its oldest request has waited this long since "
+        50.0, ge=0, le=WEEK_S * 1e3, unit="ms", help="batching: static only. A batch also starts once its oldest request has waited this long since "
         "its scheduled arrival (or when no more requests will come)."
     )
 

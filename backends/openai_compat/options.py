@@ -13,7 +13,7 @@ from backends.base import BackendOptions
 from backends.openai_compat.client import ENDPOINTS, EXTENSIONS, HARNESS_FIELDS
 from backends.openai_compat.command import check_server_args
 from harness.errors import UserError
-from harness.fields import opt
+from harness.fields import WEEK_S, opt
 
 
 @dataclass
@@ -48,16 +48,16 @@ class OpenAIOptions(BackendOptions):
     api_key_env: Optional[str] = opt(None, help="Environment variable holding an API key, sent as a Bearer token.")
     health_path: str = opt("/health", help="GET path, from the server's root (base_url without /v1), that answers "
                            "200 once the server is ready.")
-    startup_timeout_s: float = opt(600.0, help="With command: seconds the server the harness starts may take to "
+    startup_timeout_s: float = opt(600.0, gt=0, le=WEEK_S, unit="seconds", help="With command: seconds the server the harness starts may take to "
                                    "answer health_path with 200.")
-    connect_timeout_s: float = opt(30.0, help="With base_url: seconds a server that refuses connections is waited "
+    connect_timeout_s: float = opt(30.0, gt=0, le=WEEK_S, unit="seconds", help="With base_url: seconds a server that refuses connections is waited "
                                    "for (it may still be starting); any answer other than 200 ends the entry at once.")
     metrics_path: Optional[str] = opt(
         "/metrics", help="GET path, from the server's root, of its Prometheus metrics, scraped while each stream runs "
         "(requests running and waiting, KV-cache usage, preemptions, prefix-cache hits: vLLM, SGLang, TGI); where "
         "the server has none, a note in the manifest. null: not scraped.")
-    metrics_interval_s: float = opt(0.5, help="Seconds between two scrapes of metrics_path.")
-    request_timeout_s: float = opt(600.0, help="Seconds one request may take, from sending to its last chunk.")
+    metrics_interval_s: float = opt(0.5, gt=0, le=WEEK_S, unit="seconds", help="Seconds between two scrapes of metrics_path.")
+    request_timeout_s: float = opt(600.0, gt=0, le=WEEK_S, unit="seconds", help="Seconds one request may take, from sending to its last chunk.")
     continuous_usage_stats: bool = opt(
         True, help="Ask for usage in every chunk (vLLM's stream_options.continuous_usage_stats), which tells how "
         "many tokens each chunk carries; off for servers that reject it (then every chunk counts as one token)."
@@ -94,9 +94,6 @@ class OpenAIOptions(BackendOptions):
             path = getattr(self, name)
             if path is not None and not path.startswith("/"):
                 raise UserError(f"{key}.{name}: must start with '/', got {path!r}")
-        for name in ("startup_timeout_s", "connect_timeout_s", "request_timeout_s", "metrics_interval_s"):
-            if getattr(self, name) <= 0:
-                raise UserError(f"{key}.{name}: must be more than 0 s, got {getattr(self, name)}")
         if self.api_key_env is not None and not os.environ.get(self.api_key_env):
             raise UserError(f"{key}.api_key_env: environment variable {self.api_key_env} is not set")
         for field_name in self.extra_body:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from harness.errors import UserError
-from harness.fields import is_int, opt
+from harness.fields import WEEK_S, is_int, opt
 
 NODE_AGENTS = ("external", "local")
 LOOPBACK_RENDEZVOUS = "127.0.0.1:29400"
@@ -26,7 +26,7 @@ class ClusterConfig:
     node_agents: str = opt("external", help="external: each other node runs `benchmark.py --node-agent HOST:PORT` "
                            "(srun and mcli templates start them) | local: the harness starts them on this machine, "
                            "each a node on loopback (a trial of the multi-node path on one machine).")
-    join_timeout_s: float = opt(300, help="How long an entry waits for every node's agent and torchrun to join the "
+    join_timeout_s: float = opt(300, gt=0, le=WEEK_S, unit="seconds", help="How long an entry waits for every node's agent and torchrun to join the "
                                 "rendezvous before its points become error rows.")
 
     @property
@@ -43,8 +43,6 @@ def validate_cluster(cluster: ClusterConfig, entries: List[Any], keys: List[str]
         raise UserError(f"cluster.nodes: must be an integer of at least 1, got {cluster.nodes!r}")
     if cluster.node_agents not in NODE_AGENTS:
         raise UserError(f"cluster.node_agents: {cluster.node_agents!r} is not one of {', '.join(NODE_AGENTS)}")
-    if not cluster.join_timeout_s > 0:
-        raise UserError(f"cluster.join_timeout_s: must be more than 0 seconds, got {cluster.join_timeout_s}")
     if cluster.rendezvous is not None:
         _check_endpoint(cluster.rendezvous)
     for entry, key in zip(entries, keys):

@@ -81,9 +81,17 @@ def _checked(entry: Dict[str, Any], key: str, backends: "Registry", allow_large:
         raise UserError(f"{key}.grid_values: set from grid, one entry per combination; remove it")
     options = backends.class_of(entry, key).Options
     fields = [f.name for f in dataclasses.fields(options) if f.name not in NOT_GRIDDED]
+    hints = typing.get_type_hints(options)
+    mappings = [name for name in fields if typing.get_origin(hints[name]) is dict]
     for path, values in grid.items():
         where = f"{key}.grid.{path}"
         top = path.split(".")[0]
+        if not all(path.split(".")):
+            raise UserError(f"{where}: a key with an empty part; name an option, or a key inside a mapping option "
+                            "as engine_args.block_size")
+        if "." in path and top not in mappings:
+            raise UserError(f"{where}: {top} is not a mapping option, so it has no key {path.split('.', 1)[1]!r} "
+                            f"(mapping options: {', '.join(mappings) or 'none'})")
         if top in NOT_GRIDDED:
             raise UserError(f"{where}: not gridded (speculative and model.quantization take lists of their own; name "
                             "and label name the entry)")

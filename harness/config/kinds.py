@@ -19,6 +19,8 @@ from typing import Any, Dict, List, Optional
 from harness.errors import UserError, did_you_mean
 from harness.fields import ANY_NUMBER, Range, is_int, is_number
 
+INT_LIMIT = 2**63
+
 
 def check_section(schema: type, raw: Any, path: str) -> None:
     """`raw` (a YAML mapping) against the dataclass `schema`: unknown keys, kinds, ranges; UserError at the first
@@ -84,6 +86,8 @@ def _scalar(hint: Any, value: Any, where: str, limits: Optional[Range]) -> None:
     elif hint is int:
         if not is_int(value):
             raise UserError(f"{where}: expected an integer, got {show(value)}")
+        if not -INT_LIMIT < value < INT_LIMIT:  # engines, numpy and torch hold integers in 64 bits
+            raise UserError(f"{where}: must be an integer of at most 19 digits, got {show(value)}")
         if limits is not None and not limits.holds(value):
             raise UserError(f"{where}: must be {limits.words(integer=True)}, got {show(value)}")
     elif hint is float:

@@ -18,7 +18,7 @@ from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBas
 
 from harness.config.kinds import check_section
 from harness.errors import UserError, did_you_mean
-from harness.textfile import read_utf8
+from harness.files import read_utf8
 
 
 def to_dataclass(schema: type, raw: Any, prefix: str = "") -> Any:

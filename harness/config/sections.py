@@ -116,6 +116,9 @@ def validate_model(model: ModelConfig, key: str) -> None:
         raise UserError(f"{key}.weights: 'pretrained' needs {key}.name_or_path (presets have no weights)")
     if model.label is not None and not model.label.strip():
         raise UserError(f"{key}.label: must not be empty; leave it out for the preset or name_or_path")
+    if model.label is not None and not model.label.isprintable():
+        raise UserError(f"{key}.label: must be printable text (no tabs, line breaks or control characters), got "
+                        f"{model.label!r}")
 
 
 def validate_quality(quality: QualityConfig, models: Sequence[Tuple[str, ModelConfig]]) -> None:

@@ -36,7 +36,7 @@ from harness.config import sweep_values as values
 from harness.config.stream import StreamConfig
 from harness.config.sweep_values import check_positive_list
 from harness.errors import UserError
-from harness.fields import SEED_MAX, opt
+from harness.fields import SEED_MAX, WEEK_S, opt
 
 if typing.TYPE_CHECKING:
     from harness.config.registry import Registry
@@ -97,10 +97,10 @@ class SweepYaml:
         0.9, gt=0, le=1, help="Share of free memory a point's estimate may use; points estimated above it are skipped."
     )
     load_timeout_s: float = opt(
-        3600, gt=0, unit="seconds", help="A worker that takes longer to start and load the model is killed (70B loads take minutes)."
+        3600, gt=0, le=WEEK_S, unit="seconds", help="A worker that takes longer to start and load the model is killed (70B loads take minutes)."
     )
     point_timeout_s: float = opt(
-        1800, gt=0, unit="seconds", help="A worker silent this long during one point (warm-up + timed batches) is killed as hung."
+        1800, gt=0, le=WEEK_S, unit="seconds", help="A worker silent this long during one point (warm-up + timed batches) is killed as hung."
     )
     output: OutputConfig = opt(factory=OutputConfig, help="Where results go besides the local folder.")
     hardware: HardwareConfig = opt(factory=HardwareConfig, help="Peaks and price the numbers are held against.")
@@ -266,6 +266,8 @@ def _validate_backends(config: SweepConfig) -> None:
                 "unique label"
             )
         seen[entry.entry_label] = key
+        if not entry.entry_label.strip() or not entry.entry_label.isprintable():
+            raise UserError(f"{key}.label: must be printable text, not empty, got {entry.entry_label!r}")
         entry.validate(key)
         entry.validate_workload(key, config.workload)
         _validate_profile(entry, key, config.scenario)

@@ -8,6 +8,7 @@ from typing import Any, List, Literal, Optional, Protocol, Union
 
 from harness.config.sections import StopConfig
 from harness.config.stream import StreamConfig, replay_trace, validate_stream
+from harness.config.stream.bounds import check_schedule, check_trace_schedule
 from harness.errors import UserError
 from harness.fields import is_int
 
@@ -23,6 +24,7 @@ class ShapeKeys(Protocol):
     output_lengths: Optional[List[int]]
     num_batches: Any  # a count or `auto`, or anything else (refused here)
     stop: StopConfig
+    point_timeout_s: float
 
 SCENARIOS = ("batch", "stream")
 
@@ -66,6 +68,11 @@ def batch_sizes(parsed: ShapeKeys) -> Union[List[int], Literal["auto"], None]:
                 raise UserError(f"{key}: not used with scenario: stream (requests arrive over time at "
                                 f"stream.request_rates); remove {key} or set scenario: batch")
         validate_stream(parsed.stream)
+        if parsed.stream.arrival == "trace":
+            check_trace_schedule(replay_trace(parsed.stream).requests, str(parsed.stream.trace),
+                                 parsed.point_timeout_s)
+        else:
+            check_schedule(parsed.stream, parsed.point_timeout_s)
         return None
     sizes = [parsed.batch_sizes] if is_int(parsed.batch_sizes) else parsed.batch_sizes
     if sizes is None:

@@ -8,6 +8,7 @@ loses at most the point in flight, and `--resume` knows exactly which points are
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from harness.errors import UserError
+from harness.files import writable_folder
 from harness.measure.columns.results import RESULTS
 from harness.measure.columns.rows import REQUESTS, SAMPLES, SERVER_METRICS
 from harness.measure.metrics import request_figures
@@ -62,6 +64,22 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
     return rows
 
 
+# The longest file name a label becomes: file systems allow 255 bytes, and a suffix (`.node1.log`) comes after it.
+MAX_NAME_CHARS = 96
+
+
+def safe_file_name(label: str, fallback: str = "entry") -> str:
+    """A label (an entry's, a model's, a point's parts) as one file name in the results folder: letters, digits, '.',
+    '_' and '-' only, so no separator or `..` leaves the folder, at most MAX_NAME_CHARS. A label that had to change
+    ends with a hash of the whole label, so two labels never share a file (`a/b` and `a-b` differ); one that is
+    already a safe name is kept as it is. The manifest keeps which label has which file."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.") or fallback
+    if name == label and len(name) <= MAX_NAME_CHARS:
+        return name
+    digest = hashlib.blake2b(label.encode(), digest_size=4).hexdigest()
+    return f"{name[:MAX_NAME_CHARS - 9].rstrip('-.')}-{digest}"
+
+
 def server_series_file(result: PointResult) -> Optional[str]:
     """Where a stream point's server series goes, relative to the results folder; None without one."""
     if result.stream is None or result.stream.server is None:
@@ -70,7 +88,7 @@ def server_series_file(result: PointResult) -> Optional[str]:
     parts = [c.model, c.backend, f"in{p.input_length}", f"out{p.output_length}", f"rate{p.request_rate:g}"]
     if p.max_concurrency:
         parts.append(f"cap{p.max_concurrency}")
-    return f"{SERVER_METRICS_DIR}/{re.sub(r'[^A-Za-z0-9._-]+', '-', '_'.join(parts))}.csv"
+    return f"{SERVER_METRICS_DIR}/{safe_file_name('_'.join(parts))}.csv"
 
 
 def profile_trace_file(result: PointResult) -> Optional[str]:
@@ -79,7 +97,7 @@ def profile_trace_file(result: PointResult) -> Optional[str]:
         return None
     c, p = result.context, result.point
     name = f"{c.model}_{c.backend}_bs{p.batch_size}_in{p.input_length}_out{p.output_length}"
-    return f"{PROFILES_DIR}/{re.sub(r'[^A-Za-z0-9._-]+', '-', name)}.json.gz"
+    return f"{PROFILES_DIR}/{safe_file_name(name)}.json.gz"
 
 
 def server_series_rows(series: ServerSeries) -> List[Dict[str, object]]:
@@ -127,7 +145,7 @@ class ResultsDir:
                 f"--output-dir: {self.path} already holds results; pass --resume to continue that sweep "
                 "or choose another folder"
             )
-        self.path.mkdir(parents=True, exist_ok=True)
+        writable_folder(self.path, "--output-dir")
         for path, columns in self._files():
             if _header(path) not in (None, columns):
                 raise UserError(f"--resume: {path} has other columns than this version writes; start a new folder")

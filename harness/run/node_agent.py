@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from harness.errors import UserError
+from harness.measure.writers import safe_file_name
 from harness.run.cluster import POLL_S, REPO, STORE_CALL_S, failed_rank, store_timeout, this_host, torchrun_command
 from harness.run.process_group import die_with_parent, end_group
 from harness.run.worker import OTHER_NODE
@@ -91,7 +92,8 @@ def run_entry(store, endpoint: str, entry: int, rank: int, command: dict, log_di
         env.pop("TORCH_CPP_LOG_LEVEL")
         if USER_LOG_LEVEL is not None:
             env["TORCH_CPP_LOG_LEVEL"] = USER_LOG_LEVEL
-        log_path = Path(log_dir or tmp) / f"{command.get('label', f'entry{entry}')}.node{rank}.log"
+        name = safe_file_name(str(command.get("label", "")), f"entry{entry}")
+        log_path = Path(log_dir or tmp) / f"{name}.node{rank}.log"
         aborted = True  # until its ranks end by themselves: an agent stopped meanwhile stops them at once
         with open(log_path, "ab") as log:
             # Its ranks end with the agent even when it is killed outright (torchrun then stops them).

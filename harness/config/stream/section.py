@@ -11,7 +11,7 @@ from typing import Any, List, Optional
 
 from harness.errors import UserError
 from harness.config.kinds import show
-from harness.fields import SEED_MAX, is_int, is_number, opt
+from harness.fields import SEED_MAX, WEEK_S, is_int, is_number, opt
 from harness.config.stream.arrival_keys import RampConfig, RateStage, validate_shape
 from harness.config.stream.traces import FORMATS, Trace, read_trace, windowed
 
@@ -83,7 +83,7 @@ class StreamConfig:
     num_requests: int = opt(200, ge=1, help="Timed requests per point, after the warm-up requests (with duration_s: the "
                             "most scheduled).")
     duration_s: Optional[float] = opt(
-        None, gt=0, unit="seconds", help="Ends each point's timed requests by time: only requests due within this many seconds of the "
+        None, gt=0, le=WEEK_S, unit="seconds", help="Ends each point's timed requests by time: only requests due within this many seconds of the "
         "stream's start are sent, those in flight then run to their end (null: every one of num_requests). Not with "
         "arrival: burst or trace."
     )

@@ -1,12 +1,15 @@
-"""A user's file read as text: UTF-8, or one line naming the file, the byte and the line where it is not.
+"""A user's files and folders, checked as they are named: a file read as UTF-8 text (or one line naming the file, the
+byte and the line where it is not), and a folder the harness will write into, created and tried before any work.
 
 Every file the harness reads from a user (YAMLs, prompt and trace files, config.json, results CSVs) comes through
 here, so a file saved in another encoding (or a binary one given by mistake) is refused with where to look, never a
-UnicodeDecodeError's traceback.
+UnicodeDecodeError's traceback; and a results or charts folder that cannot be written is said before a sweep starts,
+not after its first point.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from harness.errors import UserError
@@ -32,3 +35,22 @@ def read_utf8(path: Path, kind: str) -> str:
     except OSError as e:
         raise UserError(f"{path}: cannot read {kind} ({e.strerror})") from None
     return decode_utf8(data, str(path))
+
+
+def writable_folder(path: Path, key: str) -> Path:
+    """`path` as a folder the harness can write into, created where missing; UserError naming `key` (the flag or the
+    config key that gave it) when it is a file, cannot be created, or cannot be written."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"{key}: {path} is a file, not a folder") from None
+    except OSError as e:
+        raise UserError(f"{key}: cannot create the folder {path} ({e.strerror})") from None
+    probe = path / f".write-check-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"{key}: cannot write into {path} ({e.strerror})") from None
+    return path
