@@ -87,9 +87,9 @@ def test_registered_and_options_checked():
            ({"base_url": "http://x", "health_path": "health"}, "health_path"),
            ({"base_url": "http://x", "startup_timeout_s": 0}, "startup_timeout_s"),
            ({"base_url": "http://x", "api_key_env": "BENCH_NO_SUCH_VARIABLE"}, "api_key_env")]
-    for options, field in bad:
+    for options, field in bad:  # read as a YAML entry is: a range is checked as the key is read, the rest by validate
         with pytest.raises(UserError, match=rf"^backends\[0\]\.{field}:"):
-            OpenAIOptions(name="openai", **options).validate("backends[0]")
+            BACKENDS.options({"name": "openai", **options}, "backends[0]").validate("backends[0]")
 
 
 @pytest.mark.engine
