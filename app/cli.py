@@ -11,25 +11,26 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional, Set, Tuple
 
-from rich.console import Console
-
-from app.console import console, err_console, print_capacity, print_plan
+from app.console import console, print_plan
+from app.remote import RESULTS_ROOT, collect, collect_slurm, launch_remote, launch_slurm
 from app.plan_output import FORMATS, print_dry_run_floors, show_plan
 from app.resume import check_resumable
 from app.session import SweepOptions, run_sweep
 from backends.registry import BACKENDS, engine_distributions
 from harness.config import schema
 from harness.config.grid import MAX_GRID_ENTRIES
-from harness.config.sweep import SweepConfig, load_config, model_sections, to_plain
+from harness.config.sweep import SweepConfig, load_config, model_sections
 from harness.errors import UserError
 from harness.files import writable_folder
+from harness.measure.columns.readback import read_back
+from harness.measure.columns.results import RESULTS
+from harness.measure.records import PointKey
 from harness.measure.writers import ResultsDir
 from harness.model.drafts import check_drafts
 from harness.model.hardware import Machine, planning_for
 from harness.model.spec import ModelSpec, resolve_models
-from harness.plan.capacity import plan_capacity
 from harness.plan.forecast import calibrate
 from harness.plan.sweep import plan_sweep
 from harness.run.cluster import open_control
@@ -37,7 +38,6 @@ from harness.run.worker import quiet_import_noise
 from workloads.base import Workload
 from workloads.registry import WORKLOADS, build_workload
 
-RESULTS_ROOT = Path(__file__).resolve().parent.parent / "results"
 SCHEDULER_NODES = 4096  # room for any entry until each template's job is checked against its own nodes
 AGENT_JOIN_TIMEOUT_S = 600.0  # an agent may start well before node 0 has planned and opened its rendezvous
 
@@ -200,12 +200,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return launch_slurm(config, args.slurm, args.submit)
         machine = planned_machine_of(config) if (args.plan or args.dry_run) else None
         if args.plan:
-            if args.charts is not None:
-                writable_folder(args.charts, "--charts")
-            calibration = calibrate(args.calibrate) if args.calibrate else None
-            with planning_for(machine):
-                show_plan(config, models, machine, calibration, args.format, args.charts, console)
-            return 0
+            return show_plan_of(args, config, models, machine)
         with planning_for(machine):
             plans = [plan for model, workload in models
                      for plan in plan_sweep(config, model, BACKENDS, workload)]
@@ -213,10 +208,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print_plan(plans)
             print_dry_run_floors(config, plans, machine, console)
             return 0
-        out = ResultsDir(args.output_dir or default_output_dir(config))
-        done = out.open(args.resume)
-        previous = out.read_manifest()
-        check_resumable(previous, config, out.path)
+        out, done, previous = open_results(args, config)
         control = open_control(config.cluster, plans, out.path / "logs")
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -229,6 +221,37 @@ def main(argv: Optional[List[str]] = None) -> int:
     return run_sweep(config, plans, out, done, previous, options)
 
 
+def show_plan_of(args: argparse.Namespace, config: SweepConfig, models: List[Tuple[ModelSpec, Workload]],
+                 machine: Optional[Machine]) -> int:
+    """`--plan`: the capacity tables and floors, a forecast from --calibrate's folders, charts into --charts."""
+    if args.charts is not None:
+        writable_folder(args.charts, "--charts")
+    calibration = calibrate(args.calibrate, read_results_csv) if args.calibrate else None
+    with planning_for(machine):
+        show_plan(config, models, machine, calibration, args.format, args.charts, console)
+    return 0
+
+
+def open_results(args: argparse.Namespace, config: SweepConfig) -> Tuple[ResultsDir, Set[PointKey], dict]:
+    """The results folder, its points already done and its previous manifest. A resumed folder is checked against
+    this config before anything in it changes; then its damaged rows are set aside, each said on one line."""
+    out = ResultsDir(args.output_dir or default_output_dir(config))
+    previous = out.read_manifest() if args.resume or out.manifest_json.exists() else {}
+    check_resumable(previous, config, out.path)
+    done = out.open(args.resume)
+    for note in out.set_aside:  # a cut write's partial row, kept aside as found
+        print(f"warning: --resume: {note}", file=sys.stderr)  # one line, however long: not wrapped
+    return out, done, previous
+
+
+def read_results_csv(path: Path) -> Tuple[Optional[List[str]], List[dict]]:
+    """A results.csv's header and sound rows for --calibrate; each damaged row said on stderr and left out."""
+    found = read_back(path, RESULTS)
+    for message in found.messages():
+        print(f"warning: --calibrate: {message}; left out", file=sys.stderr)
+    return found.header, found.rows
+
+
 def models_of(config: SweepConfig) -> List[Tuple[ModelSpec, Workload]]:
     """Each model of the sweep (`model`, or each of `models`) with its workload: a prompt file is tokenized by each
     model's own tokenizer. Drafts are checked against each."""
@@ -237,14 +260,6 @@ def models_of(config: SweepConfig) -> List[Tuple[ModelSpec, Workload]]:
         check_drafts(config, model)
         pairs.append((model, build_workload(config, model)))
     return pairs
-
-
-def print_capacities(config: SweepConfig, models: List[Tuple[ModelSpec, Workload]], machine: Optional[Machine],
-                     to: Console = console) -> None:
-    """`--plan`: one table per model."""
-    for model, workload in models:
-        capacity = plan_capacity(config, model, BACKENDS, workload)
-        print_capacity(capacity, machine, model.label if len(models) > 1 else None, to=to)
 
 
 def planned_machine_of(config: SweepConfig) -> Optional[Machine]:
@@ -258,71 +273,8 @@ def default_output_dir(config: SweepConfig) -> Path:
     return RESULTS_ROOT / f"{config.benchmark_name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def launch_remote(config: SweepConfig, models: List[Tuple[ModelSpec, Workload]], templates: List[Path],
-                  submit: bool) -> int:
-    """One platform run per compute template; a dry run prints them (stdout: exactly what would be submitted) and,
-    on stderr, what fits each template's machine by the estimate (`--plan` for it)."""
-    import mosaic.runs as mosaic
-
-    runs = mosaic.build_run_configs(to_plain(config), templates)
-    if not submit:
-        print("---\n".join(mosaic.render_run_yaml(run) for run in runs), end="")
-        for template in templates:
-            found = mosaic.template_machine(template)
-            if found is not None:
-                machine = Machine(*found)
-                with planning_for(machine):
-                    print_capacities(config, models, machine, to=err_console)
-        return 0
-    names = mosaic.submit(runs)
-    for name in names:
-        console.print(f"submitted {name}: follow with `{mosaic.follow_command(name)}`")
-    console.print(f"When they finish: python benchmark.py --collect {' '.join(names)}")
-    return 0
-
-
-def collect(run_names: List[str], output_root: Path) -> int:
-    import mosaic.runs as mosaic
-
-    for folder in mosaic.collect(run_names, output_root):
-        console.print(f"{folder}/  (plot with: python -m plots {folder})")
-    return 0
-
-
 def scheduler_overrides(args: argparse.Namespace) -> List[str]:
     """Under --slurm or --mcli each template's job has a `cluster` of its own nodes, checked against every entry's
     where the job is built (naming the template: harness/config/cluster.py, job_cluster). The sweep loads with room
     for any entry until then."""
     return [f"cluster.nodes={SCHEDULER_NODES}"] if args.slurm or args.mcli else []
-
-
-def launch_slurm(config: SweepConfig, templates: List[Path], submit: bool) -> int:
-    """One sbatch script per Slurm template; without --submit, printed (exactly what sbatch would get)."""
-    from slurm import jobs
-    from slurm.script import job_name, job_parameters, render_script
-    from slurm.template import hardware_tag, load_template
-
-    tags = [hardware_tag(path) for path in templates]
-    if len(set(tags)) < len(tags):
-        raise UserError("--slurm: two templates give one hardware tag; each template needs its own file name")
-    scripts = []
-    for path in templates:
-        template = load_template(path)
-        parameters = job_parameters(to_plain(config), template, path)
-        scripts.append((path, template, job_name(parameters), render_script(parameters, template, path)))
-    if not submit:
-        print("".join(script for *_, script in scripts), end="")
-        return 0
-    for job_id in jobs.submit(scripts, RESULTS_ROOT):
-        console.print(f"submitted Slurm job {job_id}: follow with `squeue -j {job_id}`")
-    console.print("When they finish: python benchmark.py --collect JOBID ...")
-    return 0
-
-
-def collect_slurm(job_ids: List[str], output_root: Path) -> int:
-    from slurm import jobs
-
-    for folder, state in jobs.collect(job_ids, output_root, RESULTS_ROOT):
-        note = "" if state in (None, "COMPLETED") else f"  (job {state}: what it finished)"
-        console.print(f"{folder}/  (plot with: python -m plots {folder}){note}")
-    return 0

@@ -19,6 +19,7 @@ import pandas as pd
 
 from harness.measure import stats
 from harness.measure.columns.names import R, S
+from harness.measure.columns.rows import SAMPLES
 from plots import load
 from plots.errors import PlotError
 
@@ -102,10 +103,10 @@ def read_side(folder: Path, backend: Optional[str] = None, name: Optional[str] =
                             f"{', '.join(sorted(set(table[R.backend])))})")
         table = table[table[R.backend] == backend]
     samples_path = load.results_csv_path(folder).parent / "samples.csv"
-    try:
-        samples = load.to_numbers(pd.read_csv(samples_path, dtype=str, keep_default_na=False))
-    except (OSError, pd.errors.EmptyDataError):
-        raise PlotError(f"{folder}: no samples.csv beside results.csv: the per-batch samples decide significance") from None
+    found = load.read_checked(samples_path, SAMPLES)
+    if found is None:
+        raise PlotError(f"{folder}: no samples.csv beside results.csv: the per-batch samples decide significance")
+    samples = load.to_numbers(found)
     samples["tokens_per_s"] = samples[S.output_tokens].astype(float) / (samples[S.latency_ms] / 1e3)
     match = [c for c in MATCH_COLUMNS if backend is None or c != R.backend]
     if table[R.model].nunique() > 1:  # a sweep over `models`: its entries ran once per model

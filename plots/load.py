@@ -2,18 +2,24 @@
 points' per-request figures); nothing else is ever read.
 
 Every column is read as text first so that `--where batch_size=16` compares with exactly what is
-in the file; only then are the numeric columns converted.
+in the file; only then are the numeric columns converted. Every row is checked against its file's declared columns
+as it is read (harness/measure/columns/readback.py): a damaged row (a partial last line, a cut field) is left out
+with a warning naming the file and line, never drawn.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import List, Optional
 
 import pandas as pd
 
 from harness.measure.columns.names import Q, R
+from harness.measure.columns.readback import read_back
+from harness.measure.columns.results import RESULTS
+from harness.measure.columns.rows import REQUESTS
 from plots.errors import PlotError
 
 REQUIRED_COLUMNS = (R.backend, R.model, R.dtype, R.hardware, R.batch_size, R.input_length, R.output_length,
@@ -80,15 +86,23 @@ def manifest_model_name(manifest: dict) -> str:
     return str((manifest.get("model") or {}).get("name") or "")
 
 
+def read_checked(path: Path, declared) -> Optional[pd.DataFrame]:
+    """A results folder's CSV as text columns, its sound rows only (each damaged one said on stderr, left out);
+    None when not even its header is whole (the damage said too)."""
+    found = read_back(path, declared)
+    for message in found.messages():
+        print(f"warning: {message}; left out", file=sys.stderr)
+    if found.header is None:
+        return None
+    return pd.DataFrame(found.rows, columns=found.header, dtype=str)
+
+
 def read_results(source: Path) -> pd.DataFrame:
     """One results.csv as text columns, with `hardware` and `model` filled from the manifest where empty."""
     path = results_csv_path(source)
-    try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError:
-        raise PlotError(f"{path}: empty file, no results to plot") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise PlotError(f"{path}: not a readable CSV ({str(e).splitlines()[0]})") from None
+    table = read_checked(path, RESULTS)
+    if table is None:
+        raise PlotError(f"{path}: no results to plot (the file is empty, or not even its header is whole)")
     missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
     if missing:
         raise PlotError(f"{path}: not a benchmark results.csv (missing columns: {', '.join(missing)})")
@@ -161,10 +175,8 @@ def load_requests(sources: List[Path]) -> Optional[pd.DataFrame]:
     None when no source has one (a sweep without streams, or results from before requests.csv)."""
     tables = []
     for path in dict.fromkeys(results_csv_path(Path(s)).resolve() for s in sources):
-        requests = path.parent / REQUESTS_CSV
-        try:
-            table = pd.read_csv(requests, dtype=str, keep_default_na=False)
-        except (OSError, pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError):
+        table = read_checked(path.parent / REQUESTS_CSV, REQUESTS)
+        if table is None:
             continue  # optional: the stream charts say what they could not draw
         _fill_layout(table)
         if all(c in table.columns for c in REQUEST_JOIN_COLUMNS + (Q.ttft_ms,)):

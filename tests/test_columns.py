@@ -11,7 +11,8 @@ import pytest
 from harness.measure import columns, writers
 from harness.measure.annotations import Annotations
 from harness.measure.columns import names
-from harness.measure.columns.results import ENGINE_STAT_COLUMNS
+from harness.measure.columns.base import FLAG_WORDS
+from harness.measure.columns.results import ENGINE_STAT_COLUMNS, RESULTS
 from harness.measure.explain import RooflineFigures
 from harness.measure.records import SLO, BatchSample, PointResult, RunContext
 from harness.measure.sink import result_row
@@ -81,12 +82,17 @@ def every_declaration():
     return [(file, c) for file, declared in columns.FILES.items() for c in declared.values()]
 
 
+def _engine_stat(column: str):
+    """A value of an engine's own figure as the engine gives it: a bool for a flag column, else a number."""
+    return True if RESULTS[column].unit in FLAG_WORDS else 1
+
+
 def batch_result():
     """A batch point that fills every figure a batch can: per-sequence stamps, speculation counters, energy."""
     samples = tuple(BatchSample(i, 100.0 + i, 10.0, 3.0, (16, 16), (8, 8), (10.0, 11.0), (100.0, 101.0),
                                 SpecCounts(4, 8, 5), 2.0, (4, 0)) for i in range(3))
     return PointResult(CONTEXT, SweepPoint(16, 8, 2), "ok", samples=samples, spec_method="ngram", spec_tokens=4,
-                       engine_stats={**dict.fromkeys(ENGINE_STAT_COLUMNS, 1), "zero_optimization": {}},
+                       engine_stats={**{c: _engine_stat(c) for c in ENGINE_STAT_COLUMNS}, "zero_optimization": {}},
                        converged=True, peak_memory_bytes=1, load_time_s=1.0)
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from app.cli import main
+from app.cli import main, read_results_csv
 from harness.errors import UserError
 from harness.plan.forecast import DECODE, NEEDED, PREFILL, calibrate
 from tests.conftest import REPO
@@ -43,7 +43,7 @@ def write_results(folder, rows, backend="hf", columns=NEEDED):
 
 
 def test_calibration_recovers_the_known_fractions(tmp_path):
-    cal = calibrate([write_results(tmp_path / "run", KNOWN)])
+    cal = calibrate([write_results(tmp_path / "run", KNOWN)], read_results_csv)
     decode, key = cal.curve("hf-tp1", "hf", DECODE)
     assert key == "hf" and sorted(decode.by_batch) == [1, 4]  # the oom row at 2 and the stream row left out
     assert sorted(decode.by_batch[1]) == pytest.approx([0.4, 0.5])
@@ -61,9 +61,9 @@ def test_calibration_recovers_the_known_fractions(tmp_path):
 def test_a_folder_without_the_columns_is_a_user_error(tmp_path):
     write_results(tmp_path / "old", KNOWN, columns=[c for c in NEEDED if c != "peak_tflops"])
     with pytest.raises(UserError, match="lacks column.*peak_tflops"):
-        calibrate([tmp_path / "old"])
+        calibrate([tmp_path / "old"], read_results_csv)
     with pytest.raises(UserError, match="no results.csv"):
-        calibrate([tmp_path / "nowhere"])
+        calibrate([tmp_path / "nowhere"], read_results_csv)
 
 
 def _plan(*args):

@@ -1,14 +1,17 @@
 """The results folder: results.csv (one row per point), samples.csv (one per timed batch), requests.csv (one
 per timed request of a stream), manifest.json.
 
-Rows are appended, flushed and fsynced as each point finishes, so a crash or `kill -9`
-loses at most the point in flight, and `--resume` knows exactly which points are done.
+Each row is one durable write (one write of the whole line, then fsync) as its point finishes, so a crash or
+`kill -9` loses at most the point in flight and leaves at most one partial last line; `--resume` sets that line
+aside (in `<file>.damaged`) and knows exactly which points are done (docs/measurement.md, "Files are data with
+integrity"). Every row read back is checked against its file's declared columns (columns/readback.py).
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import os
 import re
@@ -16,7 +19,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from harness.errors import UserError
-from harness.files import writable_folder
+from harness.files import decode_utf8, writable_folder
+from harness.measure.columns.readback import read_back
 from harness.measure.columns.results import RESULTS
 from harness.measure.columns.rows import REQUESTS, SAMPLES, SERVER_METRICS
 from harness.measure.metrics import request_figures
@@ -134,21 +138,21 @@ class ResultsDir:
         self.samples_csv = self.path / "samples.csv"
         self.requests_csv = self.path / "requests.csv"
         self.manifest_json = self.path / "manifest.json"
+        self.set_aside: List[str] = []  # what `open` set aside of damaged rows, said on the console
 
     def has_results(self) -> bool:
         return any(p.exists() for p in (self.results_csv, self.samples_csv, self.requests_csv))
 
     def open(self, resume: bool) -> Set[PointKey]:
-        """Create the folder, or check it may be continued; returns the keys of points already done."""
+        """Create the folder, or check it may be continued; returns the keys of points already done. Damaged rows
+        (a partial last line above all) are set aside first; `set_aside` then says which, one line each."""
         if self.has_results() and not resume:
             raise UserError(
                 f"--output-dir: {self.path} already holds results; pass --resume to continue that sweep "
                 "or choose another folder"
             )
         writable_folder(self.path, "--output-dir")
-        for path, columns in self._files():
-            if _header(path) not in (None, columns):
-                raise UserError(f"--resume: {path} has other columns than this version writes; start a new folder")
+        self.set_aside = [note for path, columns in self._files() for note in _set_aside_damage(path, columns)]
         done = self._drop_unfinished_searches()
         self._drop_orphan_samples(done)
         return done
@@ -200,7 +204,19 @@ class ResultsDir:
         return path
 
     def read_manifest(self) -> dict:
-        return json.loads(self.manifest_json.read_text()) if self.manifest_json.exists() else {}
+        """The manifest of the sweep in this folder ({} when there is none); a damaged one is a UserError: without
+        it, --resume cannot tell what the rows were measured with."""
+        if not self.manifest_json.exists():
+            return {}
+        try:
+            manifest = json.loads(decode_utf8(self.manifest_json.read_bytes(), str(self.manifest_json)))
+        except ValueError as e:
+            raise UserError(f"--resume: {self.manifest_json} is damaged ({str(e).splitlines()[0]}), so what its rows "
+                            "were measured with is unknown; use a new --output-dir") from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
+            raise UserError(f"--resume: {self.manifest_json} is not a benchmark manifest (no config section); use a "
+                            "new --output-dir")
+        return manifest
 
     def _drop_unfinished_searches(self) -> Set[PointKey]:
         """The probes of a rate or batch search that never wrote its result row are dropped: a resumed sweep runs
@@ -237,35 +253,84 @@ def _search_key(probe_row: Mapping[str, Any]) -> PointKey:
     return row_key({**probe_row, "batch_size" if probe_row["scenario"] == "batch" else "request_rate": ""})
 
 
-def _header(path: Path):
-    if not path.exists() or path.stat().st_size == 0:
-        return None
-    with open(path, newline="") as f:
-        return next(csv.reader(f), None)
+# Each file's declarations by its name: what a row read back is checked against.
+DECLARED = {"results.csv": RESULTS, "samples.csv": SAMPLES, "requests.csv": REQUESTS}
 
 
 def read_rows(path: Path) -> List[Dict[str, str]]:
-    if not path.exists():
+    """The sound rows of a results folder's CSV (damaged ones are never data: `open` sets them aside on resume,
+    and the readers that cannot repair name them, plots/load.py)."""
+    return read_back(path, DECLARED.get(path.name, {})).rows
+
+
+def _set_aside_damage(path: Path, columns: List[str]) -> List[str]:
+    """`path` repaired: its damaged rows appended, as found, to `<name>.damaged` and the file rewritten with its
+    sound rows; one note per row set aside. A header of other columns than this version writes is a UserError."""
+    found = read_back(path, DECLARED.get(path.name, {}))
+    if found.header is not None and found.header != columns:
+        raise UserError(f"--resume: {path} has other columns than this version writes; start a new folder")
+    if not found.damaged:
         return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    side = path.with_name(path.name + ".damaged")
+    with open(side, "ab") as f:
+        for d in found.damaged:
+            text = d.text if d.text.endswith("\n") else d.text + "\n"
+            f.write(f"# {path.name} line {d.line}: {d.why}\n{text}".encode("utf-8", "surrogateescape"))
+        f.flush()
+        os.fsync(f.fileno())
+    _replace(path, found.sound_text.encode("utf-8", "surrogateescape"))
+    then = ("its point runs again" if path.name == "results.csv" else
+            "a point without a whole results.csv row runs again")
+    return [f"{path.name} line {d.line}: {d.why}; set aside in {side.name}, {then}" for d in found.damaged]
+
+
+def _csv_line(cells: Sequence[object]) -> bytes:
+    """One CSV record as the csv module writes it (quoted where needed), ended by its line end."""
+    buffer = io.StringIO()
+    csv.writer(buffer).writerow(cells)
+    return buffer.getvalue().encode()
+
+
+def _cells(columns: List[str], row: Mapping[str, object]) -> List[object]:
+    unknown = [k for k in row if k not in columns]
+    if unknown:  # every column is declared (harness/measure/columns/): a row never carries one that is not
+        raise ValueError(f"row has undeclared column(s) {', '.join(unknown)}")
+    return [_format(row.get(c)) for c in columns]
 
 
 def _append(path: Path, columns: List[str], rows: Iterable[Mapping[str, object]]) -> None:
-    new = not path.exists() or path.stat().st_size == 0
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="raise")
-        if new:
-            writer.writeheader()
-        writer.writerows({k: _format(v) for k, v in row.items()} for row in rows)
-        f.flush()
-        os.fsync(f.fileno())
+    """Each row one write of its whole line, then fsync: a kill leaves complete rows and at most one partial one."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        if os.fstat(fd).st_size == 0:
+            _durable_write(fd, _csv_line(columns))
+        for row in rows:
+            _durable_write(fd, _csv_line(_cells(columns, row)))
+    finally:
+        os.close(fd)
+
+
+def _durable_write(fd: int, data: bytes) -> None:
+    written = 0
+    while written < len(data):  # a short write (a full disk, a signal): what is left, or the OSError
+        count = os.write(fd, data[written:])
+        if count == 0:
+            raise OSError(f"nothing written to fd {fd}")
+        written += count
+    os.fsync(fd)
 
 
 def _rewrite(path: Path, columns: List[str], rows: Sequence[Mapping[str, object]]) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    tmp.unlink(missing_ok=True)
-    _append(tmp, columns, rows)
+    """The whole file replaced at once (a batch search's mark, a resume's repair): written beside it, then renamed."""
+    _replace(path, b"".join([_csv_line(columns), *(_csv_line(_cells(columns, row)) for row in rows)]))
+
+
+def _replace(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 

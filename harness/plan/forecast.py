@@ -15,13 +15,12 @@ statistical bound. Forecast time = floor time / fraction.
 from __future__ import annotations
 
 import bisect
-import csv
 import json
 import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from harness.errors import UserError
 from harness.model.hardware import Peaks
@@ -125,25 +124,29 @@ def samples_of(row: Dict[str, str]) -> List[Sample]:
     return out
 
 
-def read_folder(folder: Path) -> List[Dict[str, str]]:
+# results.csv's header (None: not even that line is whole) and sound rows. The measure layer reads the file, checking
+# each row against its declared columns (the plan sits below it): the app hands that reader down.
+ReadCsv = Callable[[Path], Tuple[Optional[List[str]], List[Dict[str, str]]]]
+
+
+def read_folder(folder: Path, read_csv: ReadCsv) -> List[Dict[str, str]]:
     """results.csv's rows; a folder without one, or without the columns the fractions need, is a UserError."""
     path = folder / "results.csv"
     if not path.is_file():
         raise UserError(f"--calibrate: {folder} has no results.csv; give results folders (results/RUN)")
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in NEEDED if c not in (reader.fieldnames or [])]
-        if missing:
-            raise UserError(f"--calibrate: {path} lacks column(s) {', '.join(missing)}; needs a results folder "
-                            "written with MBU and MFU (peaks known: docs/measurement.md)")
-        return list(reader)
+    header, rows = read_csv(path)
+    missing = [c for c in NEEDED if c not in (header or [])]
+    if missing:
+        raise UserError(f"--calibrate: {path} lacks column(s) {', '.join(missing)}; needs a results folder "
+                        "written with MBU and MFU (peaks known: docs/measurement.md)")
+    return rows
 
 
-def calibrate(folders: Sequence[Path]) -> Calibration:
+def calibrate(folders: Sequence[Path], read_csv: ReadCsv) -> Calibration:
     samples: List[Sample] = []
     cpu_peaks: Dict[str, Peaks] = {}
     for folder in folders:
-        found = [s for row in read_folder(folder) for s in samples_of(row)]
+        found = [s for row in read_folder(folder, read_csv) for s in samples_of(row)]
         if not found:
             raise UserError(f"--calibrate: {folder}/results.csv has no ok batch row with a TTFT or TPOT and peaks")
         samples += found
@@ -163,9 +166,13 @@ def _probed_peaks(folder: Path) -> Dict[str, Peaks]:
     path = folder / "hardware_peaks.json"
     if not path.is_file():
         return {}
-    stored = json.loads(path.read_text())
-    return {dtype: Peaks(float(p["memory_bandwidth_gbps"]), float(p["tflops"]), f"{p['source']} ({path})")
-            for dtype, p in stored.items()}
+    try:
+        stored = json.loads(path.read_text())
+        return {dtype: Peaks(float(p["memory_bandwidth_gbps"]), float(p["tflops"]), f"{p['source']} ({path})")
+                for dtype, p in stored.items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        raise UserError(f"--calibrate: {path} is damaged ({type(e).__name__}: {e}); delete it and its folder's "
+                        "peaks are probed again on a resume, or calibrate from another folder") from None
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,26 @@ class Column:
     unit: str
     meaning: str
     where: str
+    integer: bool = False  # a whole number where filled: the point's key columns, read back as ints
+
+    def accepts(self, cell: str) -> bool:
+        """Whether a cell read back from a file is a value of this column: empty (not filled on this row), any text
+        in a text column, one of a flag's words, or a number (`inf` and `nan` included: the writers write them)."""
+        if cell == "" or self.unit == TEXT:
+            return True
+        if self.unit in FLAG_WORDS:
+            return cell in FLAG_WORDS[self.unit]
+        try:
+            int(cell) if self.integer else float(cell)
+        except ValueError:
+            return False
+        return True
+
+    def kind_words(self) -> str:
+        """What `accepts` takes, for a message: `a number (ms)`, `one of true, false`."""
+        if self.unit in FLAG_WORDS:
+            return f"one of {', '.join(FLAG_WORDS[self.unit])}"
+        return f"{'a whole' if self.integer else 'a'} number ({self.unit})"
 
 
 # --- Links into the measurement contract ----------------------------------------------------------------------
@@ -57,6 +77,9 @@ SHARE, RATIO, COUNT, INDEX, PERCENT = "share 0-1", "ratio", "count", "index", "%
 WATTS, JOULES, JOULES_PER_TOKEN, KWH_PER_M_TOKENS = "W", "J", "J/token", "kWh/1M tokens"
 PRICE_PER_M_TOKENS = "currency/1M tokens"  # hardware.cost_per_hour's currency, whichever it is
 TEXT = ""
+# Flags: the words each flag column's unit allows (an empty cell aside).
+FLAG_WORDS = {"true/false": ("true", "false"), "True/False": ("True", "False"), "true/blank": ("true",),
+              "0/1": ("0", "1")}
 
 
 # --- Families: one declaration, several columns ------------------------------------------------------------------
@@ -101,10 +124,10 @@ CONTEXT_DECLARED = [
            "sets one.", "all"),
     Column("hardware", TEXT, "The GPU's name as the driver reports it, or the CPU model and the cores the run may "
            "use (`, no CUDA device` on rows of a GPU entry skipped for lack of GPUs).", "all"),
-    Column("num_devices", COUNT, f"Devices the entry runs on, every node's together. {NODES}", "all"),
-    Column("tp_size", COUNT, "Tensor-parallel size.", "all"),
-    Column("pp_size", COUNT, f"Pipeline-parallel size. {NODES}", "all"),
-    Column("nodes", COUNT, f"Machines the entry's ranks span. {NODES}", "all"),
+    Column("num_devices", COUNT, f"Devices the entry runs on, every node's together. {NODES}", "all", integer=True),
+    Column("tp_size", COUNT, "Tensor-parallel size.", "all", integer=True),
+    Column("pp_size", COUNT, f"Pipeline-parallel size. {NODES}", "all", integer=True),
+    Column("nodes", COUNT, f"Machines the entry's ranks span. {NODES}", "all", integer=True),
 ]
 
 POINT_DECLARED = [
@@ -112,17 +135,17 @@ POINT_DECLARED = [
            f"`request_rate`). {POINTS}", "all"),
     Column("workload", TEXT, "What the prompts are: `random`, or a prompt file with its template.", "all"),
     Column("batch_size", COUNT, "Sequences per batch; empty on a `batch_sizes: auto` search's result row. "
-           f"{POINTS}", "batch"),
+           f"{POINTS}", "batch", integer=True),
     Column("input_length", TOKENS, "The point's prompt length: exact for `random` prompts; for a prompt file the "
            "mean length of the prompts the sweep draws from; for a trace its window's longest. The real counts are "
-           f"`input_tokens*`. {POINTS}", "all"),
+           f"`input_tokens*`. {POINTS}", "all", integer=True),
     Column("output_length", TOKENS, "Output budget per sequence: forced unless `stop_at_eos`, else a cap; for a "
-           f"trace its window's longest. {OUTPUT_LENGTH}", "all"),
+           f"trace its window's longest. {OUTPUT_LENGTH}", "all", integer=True),
     Column("request_rate", REQUESTS_PER_S, "Offered arrival rate: `inf` for a burst (every request at t=0); for a "
            "trace the rate its window offers; empty on a `request_rates: auto` search's result row. In a multi-turn "
            f"stream, conversations per second. {STREAMS}", "stream"),
     Column("max_concurrency", COUNT, "Cap on requests in flight; released requests wait at the client for a slot. "
-           f"Empty: no cap. {STREAMS}", "stream"),
+           f"Empty: no cap. {STREAMS}", "stream", integer=True),
 ]
 
 
