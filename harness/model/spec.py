@@ -16,6 +16,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from harness.config.sections import ModelConfig
 from harness.errors import UserError, did_you_mean, known_names
+from harness.model.config_check import check_sizes, read_config_json
 from harness.model import config_json as config_view
 from harness.model.config_json import ConfigView
 from harness.model.quantized import Quantized, bytes_per_weight, dequantize_bytes_per_weight, weights_bytes
@@ -166,6 +167,10 @@ def _resolve(config: ModelConfig, key: str) -> ModelSpec:
         # validate_model (a draft's: SpeculativeConfig.validate) requires a preset or a name_or_path
         assert config.name_or_path is not None
         source = name = config.name_or_path
+    if Path(source).expanduser().is_dir():  # a model folder (a preset's too): its config.json checked as it is read
+        read_config_json(source, key)
+    elif source.startswith((".", "/", "~")):
+        raise UserError(f"{key}.name_or_path: no such folder {source!r}")
     view = None if config.overrides else config_view.read_local(source)
     if view is not None:
         return ModelSpec(name, source, config.weights, config.dtype, view, config_view.count_parameters(view))
@@ -251,6 +256,7 @@ def _with_overrides(preset_config, source: str, overrides: dict, key: str):
     """
     if not overrides:
         return preset_config
+    check_sizes(overrides, lambda name: f"{key}.overrides.{name}")
     for name in overrides:
         if not hasattr(preset_config, name):
             fields = sorted(preset_config.to_dict())

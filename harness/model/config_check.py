@@ -1,0 +1,82 @@
+"""A model folder's config.json checked as it is read, before anything is planned from it.
+
+What sizes a model (its widths, heads, layers, vocabulary, positions, experts) must be stated, of the right type and
+in range: a field missing from a family this harness knows (harness/model/families.py) is refused, with "did you
+mean" for a misspelt one, instead of planning the model with transformers' default (a Llama config without
+`hidden_size` is 4096 wide there: 371 M parameters planned for an 8.6 M model). The same checks hold for
+`model.overrides`. Families this harness does not count are left to transformers, their sizes still type-checked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Dict, Mapping
+
+from harness.errors import UserError, did_you_mean
+from harness.fields import is_int
+from harness.files import read_utf8
+from harness.model.config_json import MOE_FIELDS, PLANNED, ConfigView, missing_planned
+from harness.model.families import FAMILIES
+
+# Every name a family gives a sizing field (planning's own, and each family's alias for it): a whole number >= 1.
+SIZES = frozenset(PLANNED) | {own for f in FAMILIES.values() for name, own in f.aliases.items() if name in PLANNED}
+# A mixture of experts' counts and widths, under planning's names and each family's: whole numbers >= 0 (a dense
+# variant of a family may state 0 experts).
+EXPERT_SIZES = frozenset(MOE_FIELDS) | {own for f in FAMILIES.values() for name, own in f.aliases.items()
+                                        if name in MOE_FIELDS} | {"n_shared_experts", "kv_lora_rank",
+                                                                  "qk_rope_head_dim", "qk_nope_head_dim",
+                                                                  "v_head_dim", "q_lora_rank"}
+
+
+def read_config_json(folder: str, key: str) -> Dict[str, Any]:
+    """The fields of `folder`/config.json, checked (`check_config`); UserError naming the file otherwise."""
+    path = Path(folder).expanduser() / "config.json"
+    if not path.is_file():
+        raise UserError(f"{key}.name_or_path: {folder} has no config.json (a model folder holds the one "
+                        "save_pretrained writes)")
+    try:
+        fields = json.loads(read_utf8(path, "config.json"))
+    except ValueError as e:
+        raise UserError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(fields, dict):
+        raise UserError(f"{path}: expected a JSON object of config fields, got a {type(fields).__name__}")
+    check_config(fields, str(path))
+    return fields
+
+
+def check_config(fields: Mapping[str, Any], where: str) -> None:
+    """Sizes of the right type and range; for a family this harness counts, every sizing field stated."""
+    model_type = fields.get("model_type")
+    if not isinstance(model_type, str) or not model_type:
+        raise UserError(f"{where}: no model_type (e.g. \"llama\"): transformers picks the model's class by it")
+    check_sizes(fields, lambda name: f"{where}: {name}")
+    text = fields.get("text_config")
+    if isinstance(text, Mapping):  # a multimodal wrapper: its language model's sizes
+        check_sizes(text, lambda name: f"{where}: text_config.{name}")
+    family = FAMILIES.get(model_type)
+    if family is None:
+        return
+    missing = missing_planned(ConfigView({**family.defaults, **{k: v for k, v in fields.items() if v is not None}}))
+    if missing is not None:
+        own = family.aliases.get(missing, missing)
+        raise UserError(f"{where}: no {own} (model_type {model_type} is sized by it; planning will not guess it)"
+                        f"{did_you_mean(own, [str(k) for k in fields])}")
+    heads, kv_heads = _given(fields, family, "num_attention_heads"), _given(fields, family, "num_key_value_heads")
+    if heads and kv_heads and heads % kv_heads:
+        raise UserError(f"{where}: {family.aliases.get('num_attention_heads', 'num_attention_heads')} ({heads}) is "
+                        f"not a multiple of num_key_value_heads ({kv_heads}): each KV head serves a whole group")
+
+
+def check_sizes(fields: Mapping[str, Any], name_of: Callable[[str], str]) -> None:
+    """Each sizing field `fields` states (not null) a whole number in range; UserError at `name_of(field)`."""
+    for name, value in fields.items():
+        if value is None or (name not in SIZES and name not in EXPERT_SIZES):
+            continue
+        least = 1 if name in SIZES else 0
+        if not is_int(value) or value < least or value >= 2**63:
+            raise UserError(f"{name_of(name)}: must be a whole number >= {least}, got {value!r}")
+
+
+def _given(fields: Mapping[str, Any], family: Any, name: str) -> Any:
+    return fields.get(family.aliases.get(name, name))
