@@ -99,10 +99,14 @@ def size_bytes(size: Any) -> int:
 
 def opt(default: Any = MISSING, *, help: str, factory: Any = dataclasses.MISSING, gt: Optional[float] = None,
         ge: Optional[float] = None, lt: Optional[float] = None, le: Optional[float] = None, unit: str = "",
-        infinite: bool = False) -> Any:
+        infinite: bool = False, measures: bool = True) -> Any:
     """A dataclass field with a help text; without a default (OmegaConf's MISSING) the key is required. A number's
-    range (`gt`, `ge`, `lt`, `le`), `unit` and whether infinity is allowed are checked where the YAML is read."""
+    range (`gt`, `ge`, `lt`, `le`), `unit` and whether infinity is allowed are checked where the YAML is read.
+    `measures=False`: changing the key changes no measurement (a timeout, where results are copied), so `--resume`
+    takes a new value (app/resume.py); every other key must be what the folder was measured with."""
     metadata: dict = {"help": help}
+    if not measures:
+        metadata["measures"] = False
     if any(b is not None for b in (gt, ge, lt, le)) or unit or infinite:
         metadata["range"] = Range(gt, ge, lt, le, unit, infinite)
     if factory is not dataclasses.MISSING:

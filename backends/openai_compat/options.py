@@ -48,9 +48,9 @@ class OpenAIOptions(BackendOptions):
     api_key_env: Optional[str] = opt(None, help="Environment variable holding an API key, sent as a Bearer token.")
     health_path: str = opt("/health", help="GET path, from the server's root (base_url without /v1), that answers "
                            "200 once the server is ready.")
-    startup_timeout_s: float = opt(600.0, gt=0, le=WEEK_S, unit="seconds", help="With command: seconds the server the harness starts may take to "
+    startup_timeout_s: float = opt(600.0, gt=0, le=WEEK_S, unit="seconds", measures=False, help="With command: seconds the server the harness starts may take to "
                                    "answer health_path with 200.")
-    connect_timeout_s: float = opt(30.0, gt=0, le=WEEK_S, unit="seconds", help="With base_url: seconds a server that refuses connections is waited "
+    connect_timeout_s: float = opt(30.0, gt=0, le=WEEK_S, unit="seconds", measures=False, help="With base_url: seconds a server that refuses connections is waited "
                                    "for (it may still be starting); any answer other than 200 ends the entry at once.")
     metrics_path: Optional[str] = opt(
         "/metrics", help="GET path, from the server's root, of its Prometheus metrics, scraped while each stream runs "

@@ -91,21 +91,21 @@ class SweepYaml:
         "is its own and a repeated prompt is not served from an earlier point's cache."
     )
     skip_larger_batches_after_oom: bool = opt(
-        True, help="After an out-of-memory point, skip larger batch sizes at the same lengths."
+        True, measures=False, help="After an out-of-memory point, skip larger batch sizes at the same lengths."
     )
     memory_fraction: float = opt(
-        0.9, gt=0, le=1, help="Share of free memory a point's estimate may use; points estimated above it are skipped."
+        0.9, gt=0, le=1, measures=False, help="Share of free memory a point's estimate may use; points estimated above it are skipped."
     )
     load_timeout_s: float = opt(
-        3600, gt=0, le=WEEK_S, unit="seconds", help="A worker that takes longer to start and load the model is killed (70B loads take minutes)."
+        3600, gt=0, le=WEEK_S, unit="seconds", measures=False, help="A worker that takes longer to start and load the model is killed (70B loads take minutes)."
     )
     point_timeout_s: float = opt(
-        1800, gt=0, le=WEEK_S, unit="seconds", help="A worker silent this long during one point (warm-up + timed batches) is killed as hung."
+        1800, gt=0, le=WEEK_S, unit="seconds", measures=False, help="A worker silent this long during one point (warm-up + timed batches) is killed as hung."
     )
-    output: OutputConfig = opt(factory=OutputConfig, help="Where results go besides the local folder.")
+    output: OutputConfig = opt(factory=OutputConfig, measures=False, help="Where results go besides the local folder.")
     hardware: HardwareConfig = opt(factory=HardwareConfig, help="Peaks and price the numbers are held against.")
     quality: QualityConfig = opt(factory=QualityConfig, help="The accuracy price quantized entries are held to.")
-    cluster: ClusterConfig = opt(factory=ClusterConfig, help="The machines entries with `nodes` above 1 run across "
+    cluster: ClusterConfig = opt(factory=ClusterConfig, measures=False, help="The machines entries with `nodes` above 1 run across "
                                  "(docs/measurement.md, \"More than one node\").")
 
 
