@@ -3,6 +3,9 @@
 bookkeeping, not any engine's."""
 
 import csv
+import json
+import os
+import random
 import signal
 import subprocess
 import sys
@@ -60,24 +63,54 @@ def yaml(tmp_path):
     return path
 
 
-@pytest.mark.engine
-def test_kill_9_then_resume_completes_without_duplicates(yaml, tmp_path):
-    out = tmp_path / "out"
-    proc = start(yaml, out)
-    wait_for_rows(proc, out / "results.csv", 3)
-    proc.kill()
-    proc.wait()
-    before = data_rows(out / "results.csv")
-    assert 3 <= len(before) < 8, "the kill should land mid-sweep"
+KILLED = (
+    "benchmark_name: killed\n"
+    "model: {preset: tiny-llama, weights: random, dtype: fp32}\n"
+    # about 0.3 s a point; a label that would leave the folder as a file name
+    "backends: [{name: synthetic, ttft_ms: 20, tpot_ms: 6, label: '../../killed entry'}]\n"
+    "batch_sizes: [1, 2, 4, 8, 16]\ninput_lengths: [16, 32]\noutput_lengths: [8, 16, 24, 32]\n"
+    "num_batches: 2\nnum_warmup_batches: 1\n"
+)
+POINTS = {(str(b), str(i), str(o)) for b in (1, 2, 4, 8, 16) for i in (16, 32) for o in (8, 16, 24, 32)}
 
-    proc = run_benchmark(yaml, "--output-dir", out, "--resume")
+
+@pytest.mark.engine
+def test_forty_points_killed_twenty_times_end_with_every_point_once(tmp_path):
+    """kill -9 of the sweep at 20 random moments (seeded), each followed by --resume: the rows measured before each
+    kill are untouched (a partial last line, where a kill cut one, is set aside: tests/test_cut_files.py cuts every
+    byte), and in the end every point is there exactly once, every row of every file whole."""
+    from harness.measure.columns.readback import read_back
+    from harness.measure.writers import DECLARED
+
+    yaml = tmp_path / "killed.yaml"
+    yaml.write_text(KILLED)
+    out, moments = tmp_path / "out", random.Random(48)
+    whole = []
+    for kill in range(20):
+        proc = subprocess.Popen([sys.executable, str(REPO / "benchmark.py"), str(yaml), "--output-dir", str(out),
+                                 "--no-plots", *(["--resume"] if kill else [])], cwd=REPO,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            time.sleep(moments.uniform(0.5, 3.5))
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its worker, as a machine that loses power would
+            proc.wait()
+        rows = read_back(out / "results.csv", DECLARED["results.csv"]).rows
+        assert rows[:len(whole)] == whole, f"kill {kill}: a row measured before was changed or lost"
+        whole = rows
+    assert 0 < len(whole) < len(POINTS), "the kills should land mid-sweep"
+    proc = run_benchmark(yaml, "--output-dir", out, "--resume", "--no-plots")
     assert proc.returncode == 0, proc.stderr
-    after = data_rows(out / "results.csv")
-    assert after[: len(before)] == before  # rows measured before the kill are untouched
-    assert sorted(keys(after)) == sorted({(str(b), str(i), "24") for b in (1, 2, 4, 8) for i in (16, 32)})
-    assert len(set(keys(after))) == len(after) == 8
+    for name, declared in DECLARED.items():
+        assert not read_back(out / name, declared).damaged if (out / name).exists() else name != "results.csv"
+    rows = data_rows(out / "results.csv")
+    assert rows[:len(whole)] == [dict(r) for r in whole]
+    assert len(rows) == len(set(keys(rows))) == 40 and set(keys(rows)) == POINTS
     samples = data_rows(out / "samples.csv")
-    assert len(samples) == 8 * 3 and len(set((*k, s["batch_index"]) for k, s in zip(keys(samples), samples))) == 24
+    assert len(samples) == 40 * 2 and len({(*k, s["batch_index"]) for k, s in zip(keys(samples), samples)}) == 80
+    (entry,) = json.loads((out / "manifest.json").read_text())["backends"]
+    assert entry["label"] == "../../killed entry" and (out / entry["log"]).parent == out / "logs"
+    assert (out / entry["log"]).is_file() and not (tmp_path / "killed entry.log").exists()
 
 
 @pytest.mark.engine
@@ -91,6 +124,9 @@ def test_ctrl_c_keeps_finished_points(yaml, tmp_path):
     rows = data_rows(out / "results.csv")
     assert 2 <= len(rows) < 8 and all(r["status"] == "ok" for r in rows)
     assert len(data_rows(out / "samples.csv")) == 3 * len(rows)
+    # the stopped entry's time counts: its points' warm-up and timed batches are in the manifest's work
+    budget = json.loads((out / "manifest.json").read_text())["time_budget_s"]
+    assert budget["work_s"] >= len(rows) * 3 * 0.25, budget  # each timed batch sleeps 20 + 23 x 10 ms
 
 
 @pytest.mark.engine
