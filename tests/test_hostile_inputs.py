@@ -166,3 +166,23 @@ def test_resume_refuses_a_changed_engine_option_and_takes_a_new_timeout(syn, tmp
     check_resumable(previous, loaded("batch_sizes=[1,2,4]", "point_timeout_s=60",
                                      "backends=[{name: synthetic}, {name: synthetic, label: slow, ttft_ms: 9}]"),
                     tmp_path)
+
+
+def documented_errors():
+    """Each `$ python benchmark.py yamls/...` command of the troubleshooting page that answers with one `error:` line
+    and runs nothing (--dry-run, --plan, or a folder it refuses), with that line as the page prints it; a hub id is
+    left out (it would ask the network)."""
+    import shlex
+
+    lines = (REPO / "docs" / "guides" / "troubleshooting.md").read_text().splitlines()
+    found = [(shlex.split(line[2:])[2:], answer) for line, answer in zip(lines, lines[1:])
+             if line.startswith("$ python benchmark.py yamls/") and answer.startswith("error: ")]
+    return [(args, answer) for args, answer in found if "huggingface" not in answer
+            and ("--dry-run" in args or "--plan" in args or args[-2:] == ["--output-dir", "README.md"])]
+
+
+@pytest.mark.parametrize("args,line", documented_errors())
+def test_the_troubleshooting_page_prints_what_the_tool_prints(args, line, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    assert main(args) == 2
+    assert capsys.readouterr().err == line + "\n"
