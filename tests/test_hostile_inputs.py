@@ -60,7 +60,7 @@ CASES = {
                                        "backends[0].grid.ttft_ms.: a key with an empty part; name an option, or a key "
                                        "inside a mapping option as engine_args.block_size"),
     "an integer past 64 bits": (["seed=100000000000000000000"],
-                                "seed: must be an integer of at most 19 digits, got 100000000000000000000"),
+                                "seed: must be an integer of at most 19 digits, got 1e+20"),
     "a label with a tab": (['backends=[{name: synthetic, label: "a\\tb"}]'],
                            "backends[0].label: must be printable text, not empty, got 'a\\tb'"),
 }

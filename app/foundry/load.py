@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-import yaml
 
 from app.foundry.translate import FOUNDRY_KEYS, is_foundry, render, translate
 from harness.config.loading import read_yaml_mapping
+from harness.config.yaml_text import load_yaml
 from harness.errors import UserError
 
 

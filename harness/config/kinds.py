@@ -37,6 +37,9 @@ def check_section(schema: type, raw: Any, path: str) -> None:
         if hints[key] is Any and isinstance(_default(fields[key]), dict) and not isinstance(value, dict):
             # an Any key whose default is a mapping (`workload`) is read as a section by its own code
             raise UserError(f"{where}: expected a mapping of keys, got {show(value)}")
+        if hints[key] is Any and isinstance(_default(fields[key]), list) and isinstance(value, dict):
+            # one whose default is a list (`stream.request_rates`) takes a list or one value, never a mapping
+            raise UserError(f"{where}: expected a list or one value, got {show(value)}")
         check_value(hints[key], value, where, fields[key].metadata.get("range"))
 
 
@@ -47,7 +50,7 @@ def _default(f: dataclasses.Field) -> Any:
 def check_value(hint: Any, value: Any, where: str, limits: Optional[Range] = None) -> None:
     """One value against its declared type (and, for a number, its range)."""
     if hint is Any:
-        _no_nan(value, where)
+        _sane(value, where)
         return
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Union:
@@ -57,7 +60,7 @@ def check_value(hint: Any, value: Any, where: str, limits: Optional[Range] = Non
         if len(kinds) == 1:
             check_value(kinds[0], value, where, limits)
             return
-        _no_nan(value, where)  # a union of several kinds is read by its section's own code
+        _sane(value, where)  # a union of several kinds is read by its section's own code
         return
     if value is None:
         raise UserError(f"{where}: required, got null (expected {_expected(hint)})")
@@ -86,47 +89,43 @@ def _scalar(hint: Any, value: Any, where: str, limits: Optional[Range]) -> None:
     elif hint is int:
         if not is_int(value):
             raise UserError(f"{where}: expected an integer, got {show(value)}")
-        if not -INT_LIMIT < value < INT_LIMIT:  # engines, numpy and torch hold integers in 64 bits
-            raise UserError(f"{where}: must be an integer of at most 19 digits, got {show(value)}")
+        _sane(value, where)
         if limits is not None and not limits.holds(value):
             raise UserError(f"{where}: must be {limits.words(integer=True)}, got {show(value)}")
     elif hint is float:
-        number = _as_number(value)
-        if number is None:
+        if not is_number(value):
             raise UserError(f"{where}: expected a number, got {show(value)}")
-        limits = limits or ANY_NUMBER
-        if not limits.holds(number):
-            raise UserError(f"{where}: must be {limits.words(integer=False)}, got "
-                            f"{show(value if is_number(value) else number)}")
+        limits = limits or ANY_NUMBER  # NaN holds no range
+        if not limits.holds(value):
+            raise UserError(f"{where}: must be {limits.words(integer=False)}, got {show(value)}")
     elif hint is str:
         # YAML reads `label: 7` as a number; OmegaConf keeps it as the text "7", as written
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise UserError(f"{where}: expected a string, got {show(value)}")
-        _no_nan(value, where)
+        _sane(value, where)
+        if isinstance(value, str) and any(_unreadable(ch) for ch in value):
+            raise UserError(f"{where}: holds a control character or bytes that are not UTF-8, got {show(value)}")
 
 
-def _as_number(value: Any) -> Optional[float]:
-    """A number, or text YAML 1.1 leaves unparsed (`1e9`, which it reads only as `1.0e9`); None otherwise."""
-    if is_number(value):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
+def _unreadable(ch: str) -> bool:
+    """A control character (a line end or a tab aside), or a byte that was not UTF-8 on the command line (Python
+    keeps such bytes as lone surrogates)."""
+    return (ord(ch) < 32 and ch not in "\n\r\t") or ch == "\x7f" or "\ud800" <= ch <= "\udfff"
 
 
-def _no_nan(value: Any, where: str) -> None:
-    """No key of the config means NaN: refused wherever it is, inside lists and mappings too."""
+def _sane(value: Any, where: str) -> None:
+    """No key of the config means NaN, or an integer wider than the 64 bits engines, numpy and torch hold: refused
+    wherever it is, inside lists and mappings too."""
     if isinstance(value, float) and math.isnan(value):
         raise UserError(f"{where}: must be a finite number, got nan")
+    if is_int(value) and not -INT_LIMIT < value < INT_LIMIT:
+        raise UserError(f"{where}: must be an integer of at most 19 digits, got {show(value)}")
     if isinstance(value, list):
         for i, item in enumerate(value):
-            _no_nan(item, f"{where}[{i}]")
+            _sane(item, f"{where}[{i}]")
     elif isinstance(value, dict):
         for key, item in value.items():
-            _no_nan(item, join(where, str(key)))
+            _sane(item, join(where, str(key)))
 
 
 def _expected(hint: Any) -> str:
@@ -150,6 +149,8 @@ def show(value: Any, width: int = 60) -> str:
         return str(value).lower()
     if isinstance(value, float):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value)
+    if is_int(value) and abs(value) >= 10**12:
+        return f"{value:.3g}"  # 1e+30, not thirty digits
     text = repr(value)
     if len(text) > width:
         text = text[:width - 3] + "..."

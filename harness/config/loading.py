@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBas
 
 from harness.config.kinds import check_section
 from harness.errors import UserError, did_you_mean
+from harness.config.yaml_text import load_yaml, parse, yaml_reason
 from harness.files import read_utf8
 
 
@@ -41,54 +41,12 @@ def read_yaml_mapping(path: Path, kind: str = "config", contents: str = "keys at
     return data
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a key given twice in one mapping is an error: PyYAML keeps the last one
-    silently, so `batch_sizes:` written twice would run the second list without a word."""
-
-
-def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
-    seen: dict = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: its keys may be overridden here
-            continue
-        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
-        line = key_node.start_mark.line + 1
-        if isinstance(key, (str, int, float, bool)) and key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (lines {seen[key]} and {line}): give each key once",
-                key_node.start_mark)
-        seen.setdefault(key, line)
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
-
-
-def load_yaml(text: str, where: str) -> Any:
-    """YAML text as data (PyYAML's safe subset, duplicate keys refused); UserError naming `where` and the line."""
-    try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506: a SafeLoader subclass
-    except yaml.YAMLError as e:
-        raise UserError(f"{where}: not valid YAML{yaml_reason(e)}") from None
-
-
-def yaml_reason(e: yaml.YAMLError) -> str:
-    """` at line 4, column 9: mapping values are not allowed here (while parsing a block mapping from line 2)`:
-    where the parser stopped and its own reason, for a one-line error."""
-    mark = getattr(e, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    problem = getattr(e, "problem", None)
-    context, start = getattr(e, "context", None), getattr(e, "context_mark", None)
-    since = f" ({context} from line {start.line + 1})" if context and start else ""
-    return f"{where}: {problem}{since}" if problem else where
-
-
 def apply_override(raw: dict, item: str) -> None:
     key, sep, text = item.partition("=")
     if not sep or not key:
         raise UserError(f"override {item!r}: expected key=value, e.g. batch_sizes=[1,8]")
     try:
-        value = yaml.load(text, Loader=_StrictLoader) if text else ""  # noqa: S506: a SafeLoader subclass
+        value = parse(text) if text else ""
     except yaml.YAMLError as e:
         raise UserError(f"override {key}: cannot parse value {text!r}{yaml_reason(e)}") from None
     conf = OmegaConf.create(raw)

@@ -49,10 +49,10 @@ def result_row(result: PointResult, figures: Optional[Figures] = None,
                    max_batch_size_found=result.max_batch_size_found,
                    converged=None if result.converged is None else str(result.converged).lower())
     else:
-        slo = result.slo
-        assert slo is not None  # the runner gives every stream point its SLO
-        row.update(num_warmup_requests=result.num_warmup_batches, slo_ttft_ms=slo.ttft_ms, slo_tpot_ms=slo.tpot_ms,
-                   slo_percentile=slo.percentile, max_rate_within_slo=result.max_rate_within_slo,
+        slo = result.slo  # None on a point its worker never ran (it died or hung first): no SLO was applied
+        row.update(num_warmup_requests=result.num_warmup_batches, slo_ttft_ms=slo.ttft_ms if slo else None,
+                   slo_tpot_ms=slo.tpot_ms if slo else None, slo_percentile=slo.percentile if slo else None,
+                   max_rate_within_slo=result.max_rate_within_slo,
                    saturated=None if result.saturated is None else str(result.saturated).lower(),
                    saturation_reason=result.saturation_reason)
         if result.stream is not None:
