@@ -23,7 +23,7 @@ from harness.config import schema
 from harness.config.grid import MAX_GRID_ENTRIES
 from harness.config.sweep import SweepConfig, load_config, model_sections
 from harness.errors import UserError
-from harness.files import writable_folder
+from harness.files import path_argument, writable_folder
 from harness.measure.columns.readback import read_back
 from harness.measure.columns.results import RESULTS
 from harness.measure.records import PointKey
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="dotlist overrides, e.g. batch_sizes=[1,8] model.dtype=fp32 backends.0.device=cpu; "
                         "model.name_or_path=DIR (or model.preset=NAME) replaces the YAML's other model source")
     run = parser.add_argument_group("running a sweep")
-    run.add_argument("--output-dir", type=Path, metavar="DIR",
+    run.add_argument("--output-dir", type=path_argument, metavar="DIR",
                      help="results folder (default: results/<benchmark_name>-<time>/)")
     run.add_argument("--resume", action="store_true", help="continue a sweep in --output-dir, skipping done points")
     run.add_argument("--no-plots", action="store_true", help="skip drawing charts at the end of the sweep")
@@ -92,12 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print the largest batch that fits per entry and lengths (by the estimate), and each "
                       "point's roofline floors, and exit; with hardware.gpu=NAME hardware.num_gpus=N, on that machine "
                       "instead of this one")
-    look.add_argument("--calibrate", nargs="+", action="extend", type=Path, metavar="DIR",
+    look.add_argument("--calibrate", nargs="+", action="extend", type=path_argument, metavar="DIR",
                       help="with --plan: forecast TTFT, TPOT and throughput from the fraction of the roofline floor "
                       "each engine reached in these results folders (docs/guides/forecast.md)")
     look.add_argument("--format", choices=FORMATS, default="text",
                       help="with --plan: text tables, or json (one JSON line per entry, lengths and batch size)")
-    look.add_argument("--charts", type=Path, metavar="DIR", help="with --plan: draw the forecast's and floors' "
+    look.add_argument("--charts", type=path_argument, metavar="DIR", help="with --plan: draw the forecast's and floors' "
                       "per-GPU vs per-user and latency vs throughput charts (PNG) into DIR")
     look.add_argument("--schema", nargs="?", const="", metavar="SECTION",
                       help="print every config key (type, default, help) and exit; SECTION narrows it, e.g. model, "
@@ -106,9 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="llm-foundry inference-benchmark YAML: print its translation into this harness's YAML "
                       "(mapping as comments) and exit")
     remote = parser.add_argument_group("schedulers: MosaicML platform (--mcli) and Slurm (--slurm)")
-    remote.add_argument("--mcli", action="append", type=Path, metavar="TEMPLATE",
+    remote.add_argument("--mcli", action="append", type=path_argument, metavar="TEMPLATE",
                         help="build a platform run from this compute template (repeatable); prints it unless --submit")
-    remote.add_argument("--slurm", action="append", type=Path, metavar="TEMPLATE",
+    remote.add_argument("--slurm", action="append", type=path_argument, metavar="TEMPLATE",
                         help="build an sbatch script from this Slurm template (repeatable); prints it unless --submit")
     remote.add_argument("--submit", action="store_true", help="with --mcli: submit the runs; with --slurm: sbatch "
                         "the scripts")
@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "ranks of each entry that spans it, until node 0's sweep ends")
     nodes.add_argument("--node-rank", type=int, metavar="K", help="with --node-agent: this node's number, 1 or more "
                        "(default: SLURM_NODEID or NODE_RANK)")
-    nodes.add_argument("--log-dir", type=Path, metavar="DIR", help="with --node-agent: write this node's ranks' "
+    nodes.add_argument("--log-dir", type=path_argument, metavar="DIR", help="with --node-agent: write this node's ranks' "
                        "output there (default: the agent's own output)")
     nodes.add_argument("--join-timeout-s", type=float, metavar="S", help="with --node-agent: how long to wait for "
                        f"node 0's rendezvous to open (default {AGENT_JOIN_TIMEOUT_S:.0f})")
@@ -236,6 +236,12 @@ def open_results(args: argparse.Namespace, config: SweepConfig) -> Tuple[Results
     """The results folder, its points already done and its previous manifest. A resumed folder is checked against
     this config before anything in it changes; then its damaged rows are set aside, each said on one line."""
     out = ResultsDir(args.output_dir or default_output_dir(config))
+    if args.resume and not out.manifest_json.is_file():
+        if out.has_results():
+            raise UserError(f"--resume: {out.path} holds results but no manifest.json, so what its rows were measured "
+                            "with is unknown; use a new --output-dir")
+        raise UserError(f"--resume: {out.path} holds no sweep to continue (no manifest.json); leave out --resume to "
+                        "start one there")
     previous = out.read_manifest() if args.resume or out.manifest_json.exists() else {}
     check_resumable(previous, config, out.path)
     done = out.open(args.resume)

@@ -9,10 +9,17 @@ not after its first point.
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 from pathlib import Path
+from typing import Any, List, Tuple
 
 from harness.errors import UserError
+
+# The longest file or folder name the harness makes from a user's label or benchmark_name: file systems allow 255
+# bytes, and a suffix (`.node1.log`, `-20261128-101500`) comes after it.
+MAX_NAME_CHARS = 96
 
 
 def decode_utf8(data: bytes, where: str) -> str:
@@ -54,3 +61,29 @@ def writable_folder(path: Path, key: str) -> Path:
     except OSError as e:
         raise UserError(f"{key}: cannot write into {path} ({e.strerror})") from None
     return path
+
+
+def load_json(text: str, where: str) -> Any:
+    """JSON text as data, each object's keys given once (Python's json keeps the last of a key written twice, so a
+    config.json stating `hidden_size` twice would be read with whichever came last); UserError naming `where`."""
+    try:
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except ValueError as e:
+        raise UserError(f"{where}: not valid JSON ({e})") from None
+
+
+def unique_keys(pairs: List[Tuple[str, Any]]) -> dict:
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"duplicate key {key!r}: give each key once")
+        seen[key] = value
+    return seen
+
+
+def path_argument(text: str) -> Path:
+    """A path given on the command line (argparse's `type`): an empty one is refused, since Path("") is the current
+    folder, where a sweep or its charts would then land unasked."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty; give a path")
+    return Path(text)

@@ -16,6 +16,7 @@ from typing import List, Optional
 
 import numpy as np
 
+from harness.files import path_argument
 from plots import style
 from plots.compare import DEFAULT_METRICS, SAMPLED, Comparison, compare, describe_key, read_side
 from plots.errors import PlotError
@@ -32,14 +33,14 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m plots compare",
                      description="Compare two runs point by point: ratio, 95% interval, verdict.")
-    parser.add_argument("results", nargs="+", type=Path, help="BASE NEW results folders, or one with --series")
+    parser.add_argument("results", nargs="+", type=path_argument, help="BASE NEW results folders, or one with --series")
     parser.add_argument("--series", nargs=2, metavar=("BASE", "NEW"),
                         help="compare two backend entries (their labels) of one results folder")
     parser.add_argument("--threshold", type=float, default=5.0,
                         help="percent: smaller changes are `same` however significant (default 5)")
     parser.add_argument("--metric", action="append", choices=list(SAMPLED),
                         help=f"repeatable (default: {', '.join(DEFAULT_METRICS)})")
-    parser.add_argument("--out", type=Path, help="folder for compare.md and the charts (default: NEW/compare)")
+    parser.add_argument("--out", type=path_argument, help="folder for compare.md and the charts (default: NEW/compare)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when any point is `slower` (points on one side only are listed, not failed)")
     return parser

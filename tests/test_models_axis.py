@@ -38,8 +38,7 @@ BAD = {
                           "models[1].overrides.num_layerz: not a field of LlamaConfig"),
     "bad item architecture": ([TINY, {"preset": "mpt-7b", "overrides": {"expansion_ratio": 2}}],
                               "models[1].overrides.expansion_ratio: 2 is not what transformers builds for model_type mpt"),
-    "empty label": ([{**TINY, "label": ""}], "models[0].label: must not be empty; leave it out for the preset or "
-                    "name_or_path"),
+    "empty label": ([{**TINY, "label": ""}], "models[0].label: must not be empty; leave it out for its default"),
 }
 
 

@@ -128,7 +128,7 @@ def test_bad_trace_exits_2_with_one_line(tmp_path, capsys, name):
     ("arrival: trace", "", "stream.trace: required with stream.arrival: trace (a path to an Azure, Mooncake or "
      "BurstGPT trace)"),
     ("arrival: poisson, trace: x.csv", "input_lengths: [8]\noutput_lengths: [4]\n",
-     "stream.trace: is replayed with stream.arrival: trace; set it, or remove stream.trace"),
+     "stream.trace: is read with stream.arrival: trace; set it, or remove stream.trace"),
     ("arrival: trace, trace: TRACE, time_scale: 0", "", "stream.time_scale: must be a finite number > 0, got 0"),
     ("arrival: trace, trace: TRACE, trace_format: sharegpt", "", "stream.trace_format: 'sharegpt' is not one of "
      "auto, azure, mooncake, burstgpt"),

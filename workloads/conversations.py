@@ -18,7 +18,7 @@ import numpy as np
 
 from harness.config.stream import StreamConfig
 from harness.errors import UserError
-from harness.fields import opt
+from harness.fields import WEEK_S, opt
 from harness.plan.points import SweepPoint
 from harness.scenarios.arrivals import PHASES, stream_arrivals
 from harness.scenarios.batch import BatchSpec
@@ -36,7 +36,8 @@ class TurnOptions:
 
     multi_turn: bool = opt(False, help="true: each item of the prompt file is a conversation; its user turns are sent "
                            "one after another (scenario: stream), each with the history and the model's answers.")
-    turn_gap_s: float = opt(0.0, help="Think time between an answer's last token and the next turn, in seconds.")
+    turn_gap_s: float = opt(0.0, ge=0, le=WEEK_S, unit="seconds", help="Think time between an answer's last token "
+                            "and the next turn, in seconds.")
     turn_gap: str = opt("fixed", help="fixed (exactly turn_gap_s) | exponential (seeded, mean turn_gap_s).")
     max_turns: Optional[int] = opt(None, help="Send at most this many user turns per conversation (null: all).")
 
@@ -54,8 +55,6 @@ def validate_turns(options: TurnOptions, config) -> None:
                         "stream.arrival: trace")
     if options.turn_gap not in TURN_GAPS:
         raise UserError(f"workload.turn_gap: {options.turn_gap!r} is not one of {', '.join(TURN_GAPS)}")
-    if options.turn_gap_s < 0:
-        raise UserError(f"workload.turn_gap_s: must be 0 or more seconds, got {options.turn_gap_s:g}")
     if options.max_turns is not None and options.max_turns < 1:
         raise UserError(f"workload.max_turns: must be at least 1 (or null), got {options.max_turns}")
 

@@ -41,6 +41,9 @@ def validate_prefix(p: PrefixOptions, replaying_trace: bool) -> None:
         raise UserError(f"workload.prefix.num_prefixes: must be a positive integer, got {p.num_prefixes!r}")
     if p.text is not None and not p.prefix_tokens:
         raise UserError("workload.prefix.text: the prefixes are cut from it to prefix_tokens each; set prefix_tokens")
+    if p.num_prefixes != 1 and not p.prefix_tokens:
+        raise UserError("workload.prefix.num_prefixes: counts the prefixes of prefix_tokens each; set prefix_tokens, "
+                        "or remove num_prefixes")
     if p.text is not None and not Path(p.text).is_file():
         raise UserError(f"workload.prefix.text: {p.text}: no such file")
     if p.prefix_tokens and replaying_trace:

@@ -24,6 +24,7 @@ from typing import Any, Iterator, List, Optional, Tuple
 
 from harness.errors import UserError, known_names
 from harness.fields import is_int
+from harness.files import unique_keys
 from workloads.templates import Message, conversation_problem
 
 SUFFIXES = (".jsonl", ".json", ".txt")
@@ -114,9 +115,9 @@ def _jsonl_records(text: str, where: str) -> List[PromptRecord]:
 
 def _jsonl_record(line: str, at: str, number: int) -> PromptRecord:
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise UserError(f"{at}: not valid JSON ({error.msg})") from None
+        obj = json.loads(line, object_pairs_hook=unique_keys)
+    except ValueError as error:  # JSONDecodeError, or a key given twice
+        raise UserError(f"{at}: not valid JSON ({getattr(error, 'msg', error)})") from None
     if not isinstance(obj, dict):
         raise UserError(f'{at}: expected a JSON object with "prompt" or "messages", got {_json_type(obj)}')
     unknown = sorted(set(obj) - set(_JSONL_KEYS))
@@ -167,9 +168,11 @@ def _max_tokens(value: Any, at: str) -> Optional[int]:
 
 def _sharegpt_records(text: str, where: str) -> Tuple[List[PromptRecord], int]:
     try:
-        items = json.loads(text)
+        items = json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as error:
         raise UserError(f"{where} line {error.lineno}: not valid JSON ({error.msg})") from None
+    except ValueError as error:  # a key given twice
+        raise UserError(f"{where}: not valid JSON ({error})") from None
     if not isinstance(items, list):
         raise UserError(f'{where}: expected a ShareGPT export (a JSON list of {{"conversations": [...]}} '
                         f"objects), got {_json_type(items)}")
@@ -185,7 +188,8 @@ def _sharegpt_record(item: Any, number: int, at: str) -> Optional[PromptRecord]:
     system: Optional[str] = None
     users: List[str] = []
     for index, turn in enumerate(item["conversations"]):
-        if not (isinstance(turn, dict) and isinstance(turn.get("from"), str) and isinstance(turn.get("value"), str)):
+        if not (isinstance(turn, dict) and isinstance(turn.get("from"), str) and isinstance(turn.get("value"), str)
+                and not _has_surrogate(turn["value"])):
             if users:
                 break  # past the first human turn, which is all a single-turn prompt reads: the conversation ends
             raise UserError(f'{at}: conversations[{index}] must be an object with text "from" and "value"')
@@ -201,7 +205,13 @@ def _sharegpt_record(item: Any, number: int, at: str) -> Optional[PromptRecord]:
 
 
 def _is_text(value: Any) -> bool:
-    return isinstance(value, str) and bool(value.strip())
+    """Non-empty text a tokenizer can take."""
+    return isinstance(value, str) and bool(value.strip()) and not _has_surrogate(value)
+
+
+def _has_surrogate(text: str) -> bool:
+    """JSON's `\\ud800` escape makes a lone surrogate: no character, and no tokenizer takes it."""
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
 def _json_type(value: Any) -> str:

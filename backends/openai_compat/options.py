@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -74,6 +75,14 @@ class OpenAIOptions(BackendOptions):
                             f"{key}.command (the harness starts it)")
         if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
             raise UserError(f"{key}.base_url: {self.base_url!r} is not an http:// or https:// URL")
+        if self.base_url is not None:
+            try:
+                parsed = urllib.parse.urlsplit(self.base_url)
+                parsed.port  # noqa: B018: urllib checks the port's range when it is read
+            except ValueError as e:
+                raise UserError(f"{key}.base_url: {self.base_url!r} is not a URL ({e})") from None
+            if not parsed.hostname:
+                raise UserError(f"{key}.base_url: {self.base_url!r} names no host")
         if self.command is not None:
             try:
                 words = shlex.split(self.command)
@@ -94,6 +103,8 @@ class OpenAIOptions(BackendOptions):
             path = getattr(self, name)
             if path is not None and not path.startswith("/"):
                 raise UserError(f"{key}.{name}: must start with '/', got {path!r}")
+        if self.api_key_env is not None and not self.api_key_env.strip():
+            raise UserError(f"{key}.api_key_env: must name an environment variable, got an empty name")
         if self.api_key_env is not None and not os.environ.get(self.api_key_env):
             raise UserError(f"{key}.api_key_env: environment variable {self.api_key_env} is not set")
         for field_name in self.extra_body:

@@ -40,6 +40,9 @@ def check_section(schema: type, raw: Any, path: str) -> None:
         if hints[key] is Any and isinstance(_default(fields[key]), list) and isinstance(value, dict):
             # one whose default is a list (`stream.request_rates`) takes a list or one value, never a mapping
             raise UserError(f"{where}: expected a list or one value, got {show(value)}")
+        if isinstance(value, str) and not value.strip() and _default(fields[key]) != "":
+            # an empty path would be the YAML's own folder, an empty name no name: never what was meant
+            raise UserError(f"{where}: must not be empty; leave it out for its default")
         check_value(hints[key], value, where, fields[key].metadata.get("range"))
 
 

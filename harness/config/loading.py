@@ -49,15 +49,36 @@ def apply_override(raw: dict, item: str) -> None:
         value = parse(text) if text else ""
     except yaml.YAMLError as e:
         raise UserError(f"override {key}: cannot parse value {text!r}{yaml_reason(e)}") from None
+    _check_path(raw, key)
     conf = OmegaConf.create(raw)
     try:
         OmegaConf.update(conf, key, value, merge=False)
-    except OmegaConfBaseException as e:
+    except (OmegaConfBaseException, TypeError, ValueError, IndexError) as e:
         raise UserError(f"override {key}: {_first_line(e)}") from None
     container = OmegaConf.to_container(conf)
     assert isinstance(container, dict)  # conf was created from the dict `raw`, so it converts back to one
     raw.clear()
     raw.update(container)
+
+
+def _check_path(raw: dict, key: str) -> None:
+    """A dotted override key whose parts exist as far as the YAML goes: a list is indexed by a number within it."""
+    node: Any = raw
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        where = ".".join(parts[:i]) or "config"
+        if not part:
+            raise UserError(f"override {key}: a key with an empty part")
+        if isinstance(node, list):
+            if not part.isdigit():
+                raise UserError(f"override {key}: {where} is a list; index it by number, e.g. {where}.0")
+            if int(part) >= len(node):
+                raise UserError(f"override {key}: {where} has {len(node)} item(s), numbered 0 to {len(node) - 1}")
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return  # a key the YAML does not give yet: the override adds it (and the checks then read it)
 
 
 def _translate(e: OmegaConfBaseException, schema: type, prefix: str) -> UserError:

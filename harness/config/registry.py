@@ -58,6 +58,8 @@ class Registry(Generic[R]):
         if self.pick is not None:
             return self.get(self.pick(section), key)
         name = section.get("name") if isinstance(section, dict) else getattr(section, "name", None)
+        if name is not None and not isinstance(name, str):
+            raise UserError(f"{key}.name: expected a string, one of {', '.join(self.names())}, got {show(name)}")
         if not name:
             raise UserError(f"{key}.name: required; each {self.kind} entry needs one of {', '.join(self.names())}")
         return self.get(str(name), f"{key}.name")

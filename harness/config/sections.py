@@ -114,8 +114,6 @@ def validate_model(model: ModelConfig, key: str) -> None:
         raise UserError(f"{key}: missing; set {key}.preset (see harness/presets/) or {key}.name_or_path")
     if model.weights == "pretrained" and not model.name_or_path:
         raise UserError(f"{key}.weights: 'pretrained' needs {key}.name_or_path (presets have no weights)")
-    if model.label is not None and not model.label.strip():
-        raise UserError(f"{key}.label: must not be empty; leave it out for the preset or name_or_path")
     if model.label is not None and not model.label.isprintable():
         raise UserError(f"{key}.label: must be printable text (no tabs, line breaks or control characters), got "
                         f"{model.label!r}")
@@ -124,6 +122,8 @@ def validate_model(model: ModelConfig, key: str) -> None:
 def validate_quality(quality: QualityConfig, models: Sequence[Tuple[str, ModelConfig]]) -> None:
     if quality.text is None:
         return
+    if os.path.isdir(quality.text):
+        raise UserError(f"quality.text: {quality.text!r} is a folder; give a UTF-8 text file")
     if not os.path.isfile(quality.text):
         raise UserError(f"quality.text: no such file {quality.text!r}")
     random = [key for key, model in models if model.weights != "pretrained"]

@@ -96,6 +96,9 @@ def expand_entries(raw_entries: List[Any]) -> List[Tuple[str, str, Any]]:
         if not items:
             raise UserError(f"{key}.speculative: an empty list; give settings, or null for none")
         base_label = entry.get("label") or entry.get("name")
+        if items.count(None) > 1:
+            raise UserError(f"{key}.speculative: null (the entry without speculation) is listed {items.count(None)} "
+                            "times; list it once")
         for j, item in enumerate(items):
             expanded = copy.deepcopy(entry)
             expanded["speculative"] = item

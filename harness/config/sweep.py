@@ -19,11 +19,13 @@ from typing import Any, Dict, List, Literal, Optional, Protocol, Tuple, Union
 from harness.config.cluster import ClusterConfig, validate_cluster
 from harness.config.engine import BackendOptions
 from harness.config.grid import expand_grids
+from harness.config.kinds import show
 from harness.config.loading import apply_override, read_yaml_mapping, to_dataclass
 from harness.config.quantization import expand_quantization, quantizations
 from harness.config.sections import (
     HardwareConfig,
     ModelConfig,
+    QUANTIZATIONS,
     OutputConfig,
     QualityConfig,
     SamplingConfig,
@@ -37,6 +39,7 @@ from harness.config.stream import StreamConfig
 from harness.config.sweep_values import check_positive_list
 from harness.errors import UserError
 from harness.fields import SEED_MAX, WEEK_S, opt
+from harness.files import MAX_NAME_CHARS
 
 if typing.TYPE_CHECKING:
     from harness.config.registry import Registry
@@ -157,6 +160,8 @@ def load_config(path: str | Path, overrides: List[str], backends: "Registry", wo
     for item in overrides:
         apply_override(raw, item)
     _replace_model_sources(raw, overrides)
+    if raw.get("model") is None and raw.get("models") is not None:
+        raw.pop("model", None)  # `model: null` beside `models`: the one model given is none
     if "model" in raw and "models" in raw:
         raise UserError("models: give `model` (one) or `models` (a list to compare), not both")
     config = _typed(to_dataclass(SweepYaml, raw), backends, workloads, Path(path).parent, large_grids)
@@ -213,10 +218,10 @@ def _replace_model_sources(raw: dict, overrides: List[str]) -> None:
 def validate(config: SweepConfig) -> None:
     """Value and cross-field checks of the typed config that need no model. Each key's kind and range were checked
     as it was read (harness/config/kinds.py, from its declaration); these are what one key cannot say alone."""
-    if not _NAME_RE.match(config.benchmark_name):
+    if not _NAME_RE.match(config.benchmark_name) or len(config.benchmark_name) > MAX_NAME_CHARS:
         raise UserError(
-            f"benchmark_name: {config.benchmark_name!r} is not allowed (letters, digits, '.', '_', '-'; "
-            "it names a folder)"
+            f"benchmark_name: {show(config.benchmark_name, 80)} is not allowed (letters, digits, '.', '_', '-', at "
+            f"most {MAX_NAME_CHARS} characters; it names a folder)"
         )
     if config.input_lengths is not None:
         check_positive_list("input_lengths", config.input_lengths)
@@ -266,8 +271,11 @@ def _validate_backends(config: SweepConfig) -> None:
                 "unique label"
             )
         seen[entry.entry_label] = key
-        if not entry.entry_label.strip() or not entry.entry_label.isprintable():
-            raise UserError(f"{key}.label: must be printable text, not empty, got {entry.entry_label!r}")
+        label = entry.entry_label if entry.label is None else entry.label
+        if not label.strip() or not label.isprintable():
+            raise UserError(f"{key}.label: must be printable text, not empty, got {label!r}")
+        if entry.quantization not in QUANTIZATIONS:
+            raise UserError(f"{key}.quantization: {entry.quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
         entry.validate(key)
         entry.validate_workload(key, config.workload)
         _validate_profile(entry, key, config.scenario)

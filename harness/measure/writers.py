@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from harness.errors import UserError
-from harness.files import decode_utf8, writable_folder
+from harness.files import MAX_NAME_CHARS, decode_utf8, writable_folder
 from harness.measure.columns.readback import read_back
 from harness.measure.columns.results import RESULTS
 from harness.measure.columns.rows import REQUESTS, SAMPLES, SERVER_METRICS
@@ -66,10 +66,6 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
                        client_wait_ms=(r.sent_s - r.dispatched_s) * 1e3)
         rows.append(row)
     return rows
-
-
-# The longest file name a label becomes: file systems allow 255 bytes, and a suffix (`.node1.log`) comes after it.
-MAX_NAME_CHARS = 96
 
 
 def safe_file_name(label: str, fallback: str = "entry") -> str:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Mapping
 
 from harness.errors import UserError, did_you_mean
 from harness.fields import is_int
-from harness.files import read_utf8
+from harness.files import load_json, read_utf8
 from harness.model.config_json import MOE_FIELDS, PLANNED, ConfigView, missing_planned
 from harness.model.families import FAMILIES
 
@@ -35,10 +35,7 @@ def read_config_json(folder: str, key: str) -> Dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{key}.name_or_path: {folder} has no config.json (a model folder holds the one "
                         "save_pretrained writes)")
-    try:
-        fields = json.loads(read_utf8(path, "config.json"))
-    except ValueError as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
+    fields = load_json(read_utf8(path, "config.json"), str(path))  # a key given twice is refused
     if not isinstance(fields, dict):
         raise UserError(f"{path}: expected a JSON object of config fields, got a {type(fields).__name__}")
     check_config(fields, str(path))
@@ -48,8 +45,11 @@ def read_config_json(folder: str, key: str) -> Dict[str, Any]:
 def check_config(fields: Mapping[str, Any], where: str) -> None:
     """Sizes of the right type and range; for a family this harness counts, every sizing field stated."""
     model_type = fields.get("model_type")
-    if not isinstance(model_type, str) or not model_type:
+    if model_type is None or model_type == "":
         raise UserError(f"{where}: no model_type (e.g. \"llama\"): transformers picks the model's class by it")
+    if not isinstance(model_type, str):
+        raise UserError(f"{where}: model_type: must be a family's name as text (e.g. \"llama\"), got "
+                        f"{json.dumps(model_type)}")
     check_sizes(fields, lambda name: f"{where}: {name}")
     text = fields.get("text_config")
     if isinstance(text, Mapping):  # a multimodal wrapper: its language model's sizes
@@ -57,11 +57,13 @@ def check_config(fields: Mapping[str, Any], where: str) -> None:
     family = FAMILIES.get(model_type)
     if family is None:
         return
+    _check_flags(fields, family, where)
     missing = missing_planned(ConfigView({**family.defaults, **{k: v for k, v in fields.items() if v is not None}}))
     if missing is not None:
         own = family.aliases.get(missing, missing)
-        raise UserError(f"{where}: no {own} (model_type {model_type} is sized by it; planning will not guess it)"
-                        f"{did_you_mean(own, [str(k) for k in fields])}")
+        given = f"{own}: null" if own in fields else f"no {own}"
+        hint = "" if own in fields else did_you_mean(own, [str(k) for k in fields])
+        raise UserError(f"{where}: {given} (model_type {model_type} is sized by it; planning will not guess it){hint}")
     heads, kv_heads = _given(fields, family, "num_attention_heads"), _given(fields, family, "num_key_value_heads")
     if heads and kv_heads and heads % kv_heads:
         raise UserError(f"{where}: {family.aliases.get('num_attention_heads', 'num_attention_heads')} ({heads}) is "
@@ -76,6 +78,16 @@ def check_sizes(fields: Mapping[str, Any], name_of: Callable[[str], str]) -> Non
         least = 1 if name in SIZES else 0
         if not is_int(value) or value < least or value >= 2**63:
             raise UserError(f"{name_of(name)}: must be a whole number >= {least}, got {value!r}")
+
+
+def _check_flags(fields: Mapping[str, Any], family: Any, where: str) -> None:
+    """The flags that shape what the family builds (tied embeddings, biases) are true or false, not text."""
+    flags = {"tie_word_embeddings", *family.bias_flags, *family.mlp_bias_flags,
+             *(k for k, v in family.defaults.items() if isinstance(v, bool))}
+    for name in sorted(flags):
+        value = fields.get(name)
+        if value is not None and not isinstance(value, bool):
+            raise UserError(f"{where}: {name}: must be true or false, got {json.dumps(value)}")
 
 
 def _given(fields: Mapping[str, Any], family: Any, name: str) -> Any:

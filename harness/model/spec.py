@@ -16,7 +16,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from harness.config.sections import ModelConfig
 from harness.errors import UserError, did_you_mean, known_names
-from harness.model.config_check import check_sizes, read_config_json
+from harness.model.config_check import check_config, check_sizes, read_config_json
 from harness.model import config_json as config_view
 from harness.model.config_json import ConfigView
 from harness.model.quantized import Quantized, bytes_per_weight, dequantize_bytes_per_weight, weights_bytes
@@ -185,6 +185,10 @@ def _resolve(config: ModelConfig, key: str) -> ModelSpec:
     except ValueError as e:  # AutoModelForCausalLM has no class for it (an encoder, CLIP, a vision-language wrapper)
         raise UserError(f"{key}.name_or_path: transformers builds no causal LM from {source!r} (model_type "
                         f"{hf_config.model_type}: {_first_line(e)})") from None
+    except Exception as e:  # the model's own code refuses a field (a rope type it does not know, say)
+        where = f"{key}.overrides" if config.overrides else f"{key}.name_or_path"
+        raise UserError(f"{where}: transformers cannot build model_type {hf_config.model_type} from it "
+                        f"({type(e).__name__}: {_first_line(e)})") from None
     return ModelSpec(name, source, config.weights, config.dtype, view, num_params, changes, hf_config)
 
 
@@ -257,6 +261,9 @@ def _with_overrides(preset_config, source: str, overrides: dict, key: str):
     if not overrides:
         return preset_config
     check_sizes(overrides, lambda name: f"{key}.overrides.{name}")
+    if "model_type" in overrides:
+        raise UserError(f"{key}.overrides.model_type: a model's family is its own, not an override; point "
+                        f"{key}.name_or_path (or preset) at a model of that family")
     for name in overrides:
         if not hasattr(preset_config, name):
             fields = sorted(preset_config.to_dict())
@@ -267,10 +274,14 @@ def _with_overrides(preset_config, source: str, overrides: dict, key: str):
             raise UserError(f"{key}.overrides.{alias}: is {type(preset_config).__name__}'s {own}, which the "
                             "overrides set too; set one of them")
     fields, _ = preset_config.get_config_dict(source)
+    merged = _merge(fields, overrides)
+    check_config(merged, f"{key}.overrides")  # the sizes together, as config.json's are checked
     try:
-        return type(preset_config).from_dict(_merge(fields, overrides))
-    except (ValueError, TypeError) as e:  # the config class's own checks, e.g. heads not dividing hidden_size
-        raise UserError(f"{key}.overrides: {type(preset_config).__name__} rejects them ({_first_line(e)})") from None
+        return type(preset_config).from_dict(merged)
+    except Exception as e:  # the config class's own checks (heads not dividing hidden_size, a rope type it lacks)
+        cause = e.__cause__ or e  # huggingface_hub's strict dataclasses wrap the check's own error
+        raise UserError(f"{key}.overrides: {type(preset_config).__name__} rejects them ({type(cause).__name__}: "
+                        f"{_first_line(cause)})") from None
 
 
 def with_fewer_layers(hf_config, layers: int):

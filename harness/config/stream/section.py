@@ -129,6 +129,9 @@ def validate_stream(stream: StreamConfig) -> None:
     if stream.request_rates == "auto":
         _validate_search(stream)
     else:
+        if stream.search != RateSearchConfig():
+            raise UserError("stream.search: is how request_rates: auto searches; set stream.request_rates: auto, or "
+                            "remove stream.search")
         stream.request_rates = _rates(stream.request_rates)
     caps = stream.max_concurrency if isinstance(stream.max_concurrency, list) else [stream.max_concurrency]
     if not caps or any(c is not None and (not is_int(c) or c < 1) for c in caps):
@@ -166,18 +169,27 @@ def _validate_search(stream: StreamConfig) -> None:
 
 
 def _validate_trace(stream: StreamConfig) -> None:
+    if stream.trace_format not in ("auto", *FORMATS):
+        raise UserError(f"stream.trace_format: {stream.trace_format!r} is not one of auto, {', '.join(FORMATS)}")
     if stream.arrival != "trace":
-        if stream.trace is not None:
-            raise UserError("stream.trace: is replayed with stream.arrival: trace; set it, or remove stream.trace")
+        given = [key for key, value, default in (("trace", stream.trace, None), ("trace_format", stream.trace_format,
+                 "auto"), ("time_scale", stream.time_scale, 1.0), ("window", stream.window, TraceWindow()))
+                 if value != default]
+        if given:
+            raise UserError(f"stream.{given[0]}: is read with stream.arrival: trace; set it, or remove "
+                            f"stream.{given[0]}")
         return
     if stream.trace is None:
         raise UserError("stream.trace: required with stream.arrival: trace (a path to an Azure, Mooncake or "
                         "BurstGPT trace)")
-    if stream.trace_format not in ("auto", *FORMATS):
-        raise UserError(f"stream.trace_format: {stream.trace_format!r} is not one of auto, {', '.join(FORMATS)}")
     # The trace's own times replace rates (one point per cap): the point's rate is the one its window offers. A bad
     # file or an empty window stops the run here.
-    stream.request_rates = [replay_trace(stream).offered_rate]
+    replay = replay_trace(stream)
+    if len(replay.requests) < 2 or replay.span_s <= 0:
+        raise UserError(f"stream.trace: {stream.trace}: the replay holds {len(replay.requests)} request(s) over "
+                        f"{replay.span_s:g} s; its rate is their count over their span, so it needs at least 2 requests "
+                        "over more than 0 s (check stream.window)")
+    stream.request_rates = [replay.offered_rate]
 
 
 def replay_trace(stream: StreamConfig) -> Trace:

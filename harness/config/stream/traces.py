@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from harness.errors import UserError
-from harness.fields import is_int
+from harness.fields import is_int, is_number
+from harness.files import read_utf8, unique_keys
 
 FORMATS = ("azure", "mooncake", "burstgpt")
 # Mooncake's traces give one hash id per block of this many prompt tokens (its FAST'25 release: 6758 tokens, 14 ids).
@@ -90,12 +91,9 @@ def detect_format(path: Path, head: str) -> Optional[str]:
 def read_trace(path: Path, trace_format: str = "auto") -> Trace:
     """Every request of the file at `path`, times from its first request, checked: in time order, lengths >= 1."""
     where = f"stream.trace: {path}"
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{where}: cannot read it ({e})") from None
+    if not Path(path).exists():
+        raise UserError(f"{where}: no such file")
+    text = read_utf8(Path(path), "trace")  # a BOM a spreadsheet wrote is dropped
     fmt = detect_format(Path(path), text.split("\n", 1)[0]) if trace_format == "auto" else trace_format
     if fmt is None:  # auto, and neither suffix nor header tells
         raise UserError(f"{where}: cannot tell its format from its suffix and header; set stream.trace_format "
@@ -113,9 +111,9 @@ def _mooncake_rows(text: str, fmt: str, where: str) -> List[_Row]:
         if not raw.strip():
             continue
         try:
-            item = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{where}: line {line}: not JSON ({e.msg})") from None
+            item = json.loads(raw, object_pairs_hook=unique_keys)
+        except ValueError as e:  # not JSON, or a key given twice
+            raise UserError(f"{where}: line {line}: not JSON ({getattr(e, 'msg', e)})") from None
         if not isinstance(item, dict):
             raise UserError(f"{where}: line {line}: expected a JSON object")
         missing = [k for k in ("timestamp", "input_length", "output_length") if k not in item]
@@ -123,8 +121,11 @@ def _mooncake_rows(text: str, fmt: str, where: str) -> List[_Row]:
             raise UserError(f"{where}: line {line}: missing {', '.join(missing)} (mooncake format: timestamp in ms, "
                             "input_length, output_length, optional hash_ids)")
         hash_ids = item.get("hash_ids") or []
-        if not isinstance(hash_ids, list) or not all(is_int(h) for h in hash_ids):
-            raise UserError(f"{where}: line {line}: hash_ids must be a list of integers")
+        if not isinstance(hash_ids, list) or not all(is_int(h) and h >= 0 for h in hash_ids):
+            raise UserError(f"{where}: line {line}: hash_ids must be a list of integers of 0 or more")
+        for key in ("timestamp", "input_length", "output_length"):
+            if not is_number(item[key]):  # JSON has numbers: text or true here is a wrong field, not a value
+                raise UserError(f"{where}: line {line}: {key} must be a number, got {json.dumps(item[key])}")
         time_s = _number(item["timestamp"], "timestamp", where, line) / 1000.0
         rows.append((line, time_s, item["input_length"], item["output_length"], tuple(hash_ids)))
     return rows
@@ -139,8 +140,12 @@ def _csv_rows(text: str, fmt: str, where: str) -> List[_Row]:
                         f"{', '.join(_CSV_COLUMNS[fmt])})")
     parse_time = _date_s if fmt == "azure" else _number
     rows: List[_Row] = []
+    columns = len(reader.fieldnames or ())
     for row in reader:
         line = reader.line_num
+        fields = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or ())
+        if fields != columns:
+            raise UserError(f"{where}: line {line}: {fields} of {columns} fields")
         rows.append((line, parse_time(row[time_col], time_col, where, line), row[in_col], row[out_col], ()))
     return rows
 
@@ -157,6 +162,9 @@ def _checked(rows: Sequence[_Row], where: str) -> Tuple[TraceRequest, ...]:
         if hash_ids and len(hash_ids) * MOONCAKE_BLOCK_TOKENS < n_in:
             raise UserError(f"{where}: line {line}: {len(hash_ids)} hash_ids cover {len(hash_ids)} x "
                             f"{MOONCAKE_BLOCK_TOKENS} tokens, fewer than input_length {n_in}")
+        if len(hash_ids) > -(-n_in // MOONCAKE_BLOCK_TOKENS):
+            raise UserError(f"{where}: line {line}: {len(hash_ids)} hash_ids for input_length {n_in}: one per "
+                            f"{MOONCAKE_BLOCK_TOKENS} tokens is {-(-n_in // MOONCAKE_BLOCK_TOKENS)}")
         # to the microsecond: an epoch float's last bits would put a request at 0.2999999 s outside a window at 0.3
         out.append(TraceRequest(round(time_s - first, 6), n_in, n_out, hash_ids, line))
     return tuple(out)
@@ -170,6 +178,8 @@ def _length(value, what: str, where: str, line: int) -> int:
 
 
 def _number(value, column: str, where: str, line: int) -> float:
+    if isinstance(value, bool):
+        raise UserError(f"{where}: line {line}: {column} {value!r} is not a number")
     try:
         number = float(value)
     except (TypeError, ValueError):
