@@ -24,7 +24,8 @@ from harness.config.grid import MAX_GRID_ENTRIES
 from harness.config.sweep import SweepConfig, load_config, model_sections
 from harness.errors import UserError
 from harness.files import path_argument, writable_folder
-from harness.measure.columns.readback import read_back
+from harness.measure.columns.base import POINT_KEY
+from harness.measure.columns.readback import once_per_point, read_back
 from harness.measure.columns.results import RESULTS
 from harness.measure.records import PointKey
 from harness.measure.writers import ResultsDir
@@ -97,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "each engine reached in these results folders (docs/guides/forecast.md)")
     look.add_argument("--format", choices=FORMATS, default="text",
                       help="with --plan: text tables, or json (one JSON line per entry, lengths and batch size)")
-    look.add_argument("--charts", type=path_argument, metavar="DIR", help="with --plan: draw the forecast's and floors' "
+    look.add_argument("--charts", type=path_argument, metavar="DIR", help="with --plan: draw the forecast's and "
+            "floors' "
                       "per-GPU vs per-user and latency vs throughput charts (PNG) into DIR")
     look.add_argument("--schema", nargs="?", const="", metavar="SECTION",
                       help="print every config key (type, default, help) and exit; SECTION narrows it, e.g. model, "
@@ -105,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     look.add_argument("--translate-only", action="store_true",
                       help="llm-foundry inference-benchmark YAML: print its translation into this harness's YAML "
                       "(mapping as comments) and exit")
+    _remote_and_node_arguments(parser)
+    return parser
+
+
+def _remote_and_node_arguments(parser: argparse.ArgumentParser) -> None:
+    """The schedulers' flags and the other nodes' agents' flags."""
     remote = parser.add_argument_group("schedulers: MosaicML platform (--mcli) and Slurm (--slurm)")
     remote.add_argument("--mcli", action="append", type=path_argument, metavar="TEMPLATE",
                         help="build a platform run from this compute template (repeatable); prints it unless --submit")
@@ -123,11 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "ranks of each entry that spans it, until node 0's sweep ends")
     nodes.add_argument("--node-rank", type=int, metavar="K", help="with --node-agent: this node's number, 1 or more "
                        "(default: SLURM_NODEID or NODE_RANK)")
-    nodes.add_argument("--log-dir", type=path_argument, metavar="DIR", help="with --node-agent: write this node's ranks' "
+    nodes.add_argument("--log-dir", type=path_argument, metavar="DIR", help="with --node-agent: write this node's "
+            "ranks' "
                        "output there (default: the agent's own output)")
     nodes.add_argument("--join-timeout-s", type=float, metavar="S", help="with --node-agent: how long to wait for "
                        f"node 0's rendezvous to open (default {AGENT_JOIN_TIMEOUT_S:.0f})")
-    return parser
 
 
 def parse_args(argv: List[str]) -> argparse.Namespace:
@@ -252,7 +260,7 @@ def open_results(args: argparse.Namespace, config: SweepConfig) -> Tuple[Results
 
 def read_results_csv(path: Path) -> Tuple[Optional[List[str]], List[dict]]:
     """A results.csv's header and sound rows for --calibrate; each damaged row said on stderr and left out."""
-    found = read_back(path, RESULTS)
+    found = once_per_point(read_back(path, RESULTS), POINT_KEY)
     for message in found.messages():
         print(f"warning: --calibrate: {message}; left out", file=sys.stderr)
     return found.header, found.rows

@@ -26,8 +26,10 @@ from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, run_st
 
 @dataclass
 class SyntheticOptions(BackendOptions):
-    ttft_ms: float = opt(1.0, ge=0, le=WEEK_S * 1e3, unit="ms", help="Time to first token of every batch and request, slept.")
-    tpot_ms: float = opt(0.5, ge=0, le=WEEK_S * 1e3, unit="ms", help="Time per further output token (a batch's decode step), slept.")
+    ttft_ms: float = opt(
+        1.0, ge=0, le=WEEK_S * 1e3, unit="ms", help="Time to first token of every batch and request, slept.")
+    tpot_ms: float = opt(
+        0.5, ge=0, le=WEEK_S * 1e3, unit="ms", help="Time per further output token (a batch's decode step), slept.")
     prefix_caching: bool = opt(False, help="Keep every stream prompt it has served and report a prompt it has seen "
                                "before as wholly cached (cached_tokens), until the runner resets the cache before a "
                                "point: the bookkeeping of a prefix cache, with no KV behind it.")

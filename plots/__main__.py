@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "--fail-on-regression for a CI gate).",
                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="+", type=path_argument, help="results folders or results.csv files")
-    parser.add_argument("--out", type=path_argument, help="output folder (default: RESULTS/plots for one results folder)")
+    parser.add_argument("--out", type=path_argument, help="output folder (default: RESULTS/plots for one results "
+                                                          "folder)")
     parser.add_argument("--series", help="comma-separated columns naming a curve (default: "
                         f"{','.join(data.DEFAULT_SERIES_COLUMNS)}); choose from {','.join(data.SERIES_CHOICES)}")
     parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",

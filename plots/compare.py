@@ -103,9 +103,12 @@ def read_side(folder: Path, backend: Optional[str] = None, name: Optional[str] =
                             f"{', '.join(sorted(set(table[R.backend])))})")
         table = table[table[R.backend] == backend]
     samples_path = load.results_csv_path(folder).parent / "samples.csv"
+    if not samples_path.exists():
+        raise PlotError(f"{folder}: no samples.csv beside results.csv: the per-batch samples decide significance")
     found = load.read_checked(samples_path, SAMPLES)
     if found is None:
-        raise PlotError(f"{folder}: no samples.csv beside results.csv: the per-batch samples decide significance")
+        raise PlotError(f"{samples_path}: not even its header is whole (said above): the per-batch samples decide "
+                        "significance")
     samples = load.to_numbers(found)
     samples["tokens_per_s"] = samples[S.output_tokens].astype(float) / (samples[S.latency_ms] / 1e3)
     match = [c for c in MATCH_COLUMNS if backend is None or c != R.backend]
@@ -160,8 +163,12 @@ def compare(base: Side, new: Side, metrics: Sequence[str], threshold: float) -> 
     for metric in metrics:
         if metric not in SAMPLED:
             raise PlotError(f"--metric {metric}: choose from {', '.join(SAMPLED)} (each has per-batch samples)")
-    verdicts = []
+    verdicts, missing = [], []
     for key in sorted(set(base.rows) & set(new.rows), key=lambda k: tuple(str(x) for x in k)):
+        unsampled = [side.name for side in (base, new) if key not in side.samples]
+        if unsampled:  # no per-batch samples (samples.csv lost or damaged): nothing to judge the change with
+            missing.append(f"{describe_key(key)}: no per-batch samples in {' and '.join(unsampled)}")
+            continue
         for metric in metrics:
             column = SAMPLED[metric][0]
             b, n = base.rows[key][metric], new.rows[key][metric]
@@ -169,7 +176,6 @@ def compare(base: Side, new: Side, metrics: Sequence[str], threshold: float) -> 
                 continue  # e.g. TPOT of one-token outputs
             verdicts.append(judge(key, metric, float(b), float(n), _values(base, key, column),
                                   _values(new, key, column), threshold))
-    missing = []
     for key in sorted(set(base.statuses) | set(new.statuses), key=lambda k: tuple(str(x) for x in k)):
         if key in base.rows and key in new.rows:
             continue

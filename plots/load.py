@@ -9,6 +9,7 @@ with a warning naming the file and line, never drawn.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import List, Optional
 import pandas as pd
 
 from harness.measure.columns.names import Q, R
-from harness.measure.columns.readback import read_back
+from harness.measure.columns.base import POINT_KEY
+from harness.measure.columns.readback import once_per_point, read_back
 from harness.measure.columns.results import RESULTS
 from harness.measure.columns.rows import REQUESTS
 from plots.errors import PlotError
@@ -44,6 +46,7 @@ INTEGER_COLUMNS = POINT_COLUMNS + (R.max_concurrency,)
 REQUEST_JOIN_COLUMNS = (R.benchmark_name, R.backend, R.dtype, R.num_devices, R.tp_size, R.pp_size, R.nodes,
                         R.workload, R.input_length, R.output_length, R.request_rate, R.max_concurrency)
 REQUESTS_CSV = "requests.csv"
+MAX_WARNINGS = 5  # damaged rows said one by one; past these, counted
 # Not in results.csv: the name of the folder a row came from, so two runs of one machine can be told apart.
 SOURCE_COLUMN = "source"
 
@@ -60,19 +63,43 @@ def results_csv_path(source: Path) -> Path:
 
 
 def read_manifest(results_csv: Path) -> dict:
-    """The manifest.json next to results.csv, or {} when it is missing or unreadable (it is optional)."""
+    """The manifest.json next to results.csv, or {} when there is none (it is optional); a damaged one is {} too,
+    said once on stderr: the labels it would fill come from results.csv alone."""
     path = results_csv.parent / "manifest.json"
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        stat = path.stat()
+    except OSError:
         return {}
+    return _manifest(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _manifest(path: Path, mtime_ns: int, size: int) -> dict:
+    """One version of a manifest file (its time and size name it), read and judged once, however many charts ask."""
+    try:
+        manifest = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError) as e:  # ValueError: not JSON, or not UTF-8
+        print(f"warning: {path}: damaged ({str(e).splitlines()[0]}); hardware and model from results.csv only",
+              file=sys.stderr)
+        return {}
+    if not isinstance(manifest, dict):
+        print(f"warning: {path}: not a benchmark manifest (a JSON {type(manifest).__name__}); hardware and model "
+              "from results.csv only", file=sys.stderr)
+        return {}
+    return manifest
+
+
+def manifest_section(manifest: dict, key: str) -> dict:
+    """A section of a manifest as a mapping; {} where it is missing or not a mapping (a damaged file)."""
+    value = manifest.get(key) if isinstance(manifest, dict) else None
+    return value if isinstance(value, dict) else {}
 
 
 def manifest_hardware_label(manifest: dict) -> str:
     """Same wording as the `hardware` column: the first GPU's name, else the CPU model and usable cores."""
-    hardware = manifest.get("hardware") or {}
-    gpus = hardware.get("gpus") or []
-    if gpus and gpus[0].get("name"):
+    hardware = manifest_section(manifest, "hardware")
+    gpus = hardware.get("gpus") if isinstance(hardware.get("gpus"), list) else []
+    if gpus and isinstance(gpus[0], dict) and gpus[0].get("name"):
         return str(gpus[0]["name"])
     cpu = hardware.get("cpu_model")
     cores = hardware.get("cpus_usable") or hardware.get("cpu_cores")
@@ -83,15 +110,24 @@ def manifest_hardware_label(manifest: dict) -> str:
 
 def manifest_model_name(manifest: dict) -> str:
     """The model's name as the manifest records it (fills an empty `model` column), or ""."""
-    return str((manifest.get("model") or {}).get("name") or "")
+    return str(manifest_section(manifest, "model").get("name") or "")
 
 
 def read_checked(path: Path, declared) -> Optional[pd.DataFrame]:
     """A results folder's CSV as text columns, its sound rows only (each damaged one said on stderr, left out);
     None when not even its header is whole (the damage said too)."""
     found = read_back(path, declared)
-    for message in found.messages():
+    if declared is RESULTS:
+        found = once_per_point(found, POINT_KEY)
+    missing = [c for c in REQUIRED_COLUMNS if found.header is not None and declared is RESULTS
+               and c not in found.header]
+    if missing:  # another file given as results.csv: one line, not a warning per row
+        raise PlotError(f"{path}: not a benchmark results.csv (missing columns: {', '.join(missing)})")
+    messages = found.messages()
+    for message in messages[:MAX_WARNINGS]:
         print(f"warning: {message}; left out", file=sys.stderr)
+    if len(messages) > MAX_WARNINGS:
+        print(f"warning: {path}: {len(messages) - MAX_WARNINGS} more damaged rows left out", file=sys.stderr)
     if found.header is None:
         return None
     return pd.DataFrame(found.rows, columns=found.header, dtype=str)
@@ -150,7 +186,8 @@ def load_results(sources: List[Path]) -> pd.DataFrame:
     combined = pd.concat(tables, ignore_index=True)
     if combined.empty:
         names = ", ".join(str(p) for p in unique)
-        raise PlotError(f"no result rows in {names}: the sweep wrote no points yet")
+        raise PlotError(f"no whole result rows in {names}: the sweep wrote no points yet, or every row is damaged "
+                        "(said above)")
     return combined
 
 

@@ -110,7 +110,7 @@ def source_lines(sources: Sequence[Path], where: Optional[Dict[str, str]]) -> Li
 def describe_manifest(manifest: dict) -> str:
     if not manifest:
         return "no manifest.json"
-    software = manifest.get("software") or {}  # the engines' distributions (each engine class's), then the harness's
+    software = load.manifest_section(manifest, "software")  # the engines' distributions, then the harness's
     versions = ", ".join(f"{k} {v}" for k, v in software.items() if k != "python" and k not in HARNESS_PACKAGES)
     parts = [load.manifest_hardware_label(manifest), versions,
              f"commit {str(manifest.get('git_commit') or '?')[:12]}", f"started {manifest.get('start_time', '?')}"]

@@ -145,7 +145,8 @@ BAD = {
     "stage without duration": (["stream.arrival=stages", "stream.stages=[{rate: 1}]"],
                                "stream.stages[0].duration_s: required, a finite number of seconds > 0"),
     "negative stage rate": (["stream.arrival=stages", "stream.stages=[{rate: 2, duration_s: 5}, {rate: -1, "
-                             "duration_s: 5}]"], "stream.stages[1].rate: must be a finite number of requests/s > 0, got -1"),
+                             "duration_s: 5}]"], "stream.stages[1].rate: must be a finite number of requests/s > 0, "
+                                                 "got -1"),
     "stages without stages": (["stream.stages=[{rate: 1, duration_s: 5}]"], "stream.stages: is the schedule of "
                               "stream.arrival: stages; set it, or remove stream.stages"),
 }

@@ -85,7 +85,8 @@ CASES = {
     "bad arrival": ([TINY, "scenario=stream", "batch_sizes=null", "stream.arrival=weibull"],
                     "stream.arrival: 'weibull' is not one of poisson, gamma, constant, ramp, stages, burst, trace"),
     "bad rate": ([TINY, "scenario=stream", "batch_sizes=null", "stream.request_rates=[1,-2]"],
-                 "stream.request_rates: must be finite numbers of requests/s > 0, a list or one, or auto (every request at "
+                 "stream.request_rates: must be finite numbers of requests/s > 0, a list or one, or auto (every "
+                 "request at "
                  "once: stream.arrival: burst), got a list [1, -2]"),
     "bad cap": ([TINY, "scenario=stream", "batch_sizes=null", "stream.max_concurrency=0"],
                 "stream.max_concurrency: must be null (no cap) or positive integers, a list or one, got 0"),

@@ -200,6 +200,6 @@ def test_a_config_that_is_not_utf8_is_one_line_with_the_byte(folder):
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         assert main([str(path), "--dry-run"]) == 2
-    at = len(yaml.safe_dump(BASE).encode()) + len("# caf")
-    assert err.getvalue() == f"error: {path}: not UTF-8 text: byte {at} (line {yaml.safe_dump(BASE).count(chr(10)) + 1}) " \
-                             "is b'\\xe9'; save the file as UTF-8\n"
+    at, line = len(yaml.safe_dump(BASE).encode()) + len("# caf"), yaml.safe_dump(BASE).count("\n") + 1
+    assert err.getvalue() == f"error: {path}: not UTF-8 text: byte {at} (line {line}) is b'\\xe9'; save the file as " \
+                             "UTF-8\n"

@@ -147,7 +147,8 @@ STREAM = "scenario: stream\nstream: {request_rates: [2], num_requests: 4}\n"
      "conversation's next turn waits for its answer (workload.multi_turn); use batching: continuous"),
     ("multi_turn: true, max_turns: 0", STREAM, None, "workload.max_turns: must be at least 1 (or null), got 0"),
     ("multi_turn: true, turn_gap: gamma", STREAM, None, "workload.turn_gap: 'gamma' is not one of fixed, exponential"),
-    ("multi_turn: true, turn_gap_s: -1", STREAM, None, "workload.turn_gap_s: must be a finite number of seconds in [0, 604800], got -1"),
+    ("multi_turn: true, turn_gap_s: -1", STREAM, None, "workload.turn_gap_s: must be a finite number of seconds in [0, "
+                                                       "604800], got -1"),
     ("turn_gap_s: 2", STREAM, None, "workload.turn_gap_s: used with workload.multi_turn: true; set it, or remove "
      "turn_gap_s"),
     ("multi_turn: true, max_turns: 2", "scenario: stream\noutput_lengths: [1000]\n", None,

@@ -6,7 +6,6 @@ integrity"). The property holds at every offset of a small results.csv, not at a
 import contextlib
 import io
 import shutil
-from pathlib import Path
 
 import pytest
 

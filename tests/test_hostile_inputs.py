@@ -43,13 +43,15 @@ CASES = {
     "a bool given 2": ([*STREAM, "stream.stop_at_saturation=2"], "stream.stop_at_saturation: expected true or false, "
                                                                  "got 2"),
     "a bool given 7": (["keep_prefix_cache=7"], "keep_prefix_cache: expected true or false, got 7"),
-    "a NaN rate": ([*STREAM, "stream.request_rates=[.nan]"], "stream.request_rates[0]: must be a finite number, got nan"),
+    "a NaN rate": ([*STREAM, "stream.request_rates=[.nan]"],
+                   "stream.request_rates[0]: must be a finite number, got nan"),
     "an infinite shape": ([*STREAM, "stream.arrival=gamma", "stream.burstiness=.inf"],
                           "stream.burstiness: must be a finite number > 0, got inf"),
     "an infinite stage": ([*STREAM, "stream.arrival=stages", "stream.stages=[{rate: 1, duration_s: .inf}]"],
                           "stream.stages[0].duration_s: must be a finite number of seconds > 0, got inf"),
     "an absurd schedule": ([*STREAM, "stream.arrival=stages", "stream.stages=[{rate: 1.0e9, duration_s: 10}]"],
-                           "stream.stages: the schedule sends about 10,000,000,010 requests a point (warm-up included), "
+                           "stream.stages: the schedule sends about 10,000,000,010 requests a point (warm-up "
+                           "included), "
                            "more than the 1,000,000 a point may; send fewer"),
     "a schedule longer than a point may run": (
         [*STREAM, "stream.request_rates=[1]", "stream.num_requests=5000"],
@@ -142,7 +144,8 @@ def test_folders_that_cannot_be_written_are_said_before_any_work(syn, tmp_path, 
     assert capsys.readouterr().err == ("error: --output-dir: cannot create the folder /proc/no-such/out (No such file "
                                        "or directory)\n")
     assert main([str(syn), "--plan", "--charts", str(a_file / "charts")]) == 2
-    assert capsys.readouterr().err == f"error: --charts: cannot create the folder {a_file / 'charts'} (Not a directory)\n"
+    charts = a_file / "charts"
+    assert capsys.readouterr().err == f"error: --charts: cannot create the folder {charts} (Not a directory)\n"
 
 
 def test_a_label_becomes_a_safe_file_name_that_names_it_alone():

@@ -220,7 +220,7 @@ def test_cli_draws_every_chart_and_the_report_into_the_results_folder(tmp_path):
 @pytest.mark.parametrize("make_args, fragment", [
     (lambda d: [d / "missing", "--out", d / "out"], "no such file or folder"),
     (lambda d: [d, "--out", d / "out"], "no results.csv in this folder"),
-    (lambda d: [d / "empty", "--out", d / "out"], "no result rows"),
+    (lambda d: [d / "empty", "--out", d / "out"], "no whole result rows"),
     (lambda d: [FIXTURE, "--out", d / "out", "--series", "colour"], "--series: unknown column 'colour'"),
     (lambda d: [FIXTURE, "--out", d / "out", "--where", "batch_size"], "expected key=value"),
     (lambda d: [FIXTURE, "--out", d / "out", "--where", "colour=red"], "unknown column 'colour'"),

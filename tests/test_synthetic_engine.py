@@ -41,7 +41,8 @@ def test_a_stream_comes_back_whole_and_in_order(model):
 
 def test_a_negative_time_is_refused_in_one_line(capsys):
     assert main(["yamls/cpu-tiny.yaml", "backends=[{name: synthetic, tpot_ms: -1}]", "--dry-run"]) == 2
-    assert capsys.readouterr().err == "error: backends[0].tpot_ms: must be a finite number of ms in [0, 604800000], got -1\n"
+    assert capsys.readouterr().err == ("error: backends[0].tpot_ms: must be a finite number of ms in [0, 604800000], "
+                                       "got -1\n")
 
 
 def test_adding_an_engine_touches_its_file_and_its_registry_line_only():

@@ -53,7 +53,8 @@ class ZeroOptions(GenerateOptions):
     pin_memory: bool = opt(True, help="Page-locked host buffers for the offloaded weights (faster copies to a GPU; "
                            "the CPU accelerator ignores it).")
     dtype: Optional[str] = opt(None, help="bf16 | fp16 | fp32, overriding model.dtype for this entry.")
-    prefetch_bucket_size: Optional[int] = opt(None, ge=0, help="stage3_prefetch_bucket_size, parameters fetched ahead of "
+    prefetch_bucket_size: Optional[int] = opt(
+        None, ge=0, help="stage3_prefetch_bucket_size, parameters fetched ahead of "
                                               "use; default 0.9 x hidden^2, as DeepSpeed's ZeRO-Inference recipe.")
     param_persistence_threshold: Optional[int] = opt(None, ge=0, help="stage3_param_persistence_threshold: parameters "
                                                      "smaller than this stay gathered; default 10 x hidden.")

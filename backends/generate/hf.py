@@ -52,7 +52,8 @@ class HFOptions(GenerateOptions):
         "longest requests."
     )
     max_wait_ms: float = opt(
-        50.0, ge=0, le=WEEK_S * 1e3, unit="ms", help="batching: static only. A batch also starts once its oldest request has waited this long since "
+        50.0, ge=0, le=WEEK_S * 1e3, unit="ms", help="batching: static only. A batch also starts once its oldest "
+                                                     "request has waited this long since "
         "its scheduled arrival (or when no more requests will come)."
     )
 

@@ -49,16 +49,22 @@ class OpenAIOptions(BackendOptions):
     api_key_env: Optional[str] = opt(None, help="Environment variable holding an API key, sent as a Bearer token.")
     health_path: str = opt("/health", help="GET path, from the server's root (base_url without /v1), that answers "
                            "200 once the server is ready.")
-    startup_timeout_s: float = opt(600.0, gt=0, le=WEEK_S, unit="seconds", measures=False, help="With command: seconds the server the harness starts may take to "
+    startup_timeout_s: float = opt(
+        600.0, gt=0, le=WEEK_S, unit="seconds", measures=False, help="With command: seconds the server the harness "
+                "starts may take to "
                                    "answer health_path with 200.")
-    connect_timeout_s: float = opt(30.0, gt=0, le=WEEK_S, unit="seconds", measures=False, help="With base_url: seconds a server that refuses connections is waited "
+    connect_timeout_s: float = opt(
+        30.0, gt=0, le=WEEK_S, unit="seconds", measures=False, help="With base_url: seconds a server that refuses "
+                "connections is waited "
                                    "for (it may still be starting); any answer other than 200 ends the entry at once.")
     metrics_path: Optional[str] = opt(
         "/metrics", help="GET path, from the server's root, of its Prometheus metrics, scraped while each stream runs "
         "(requests running and waiting, KV-cache usage, preemptions, prefix-cache hits: vLLM, SGLang, TGI); where "
         "the server has none, a note in the manifest. null: not scraped.")
-    metrics_interval_s: float = opt(0.5, gt=0, le=WEEK_S, unit="seconds", help="Seconds between two scrapes of metrics_path.")
-    request_timeout_s: float = opt(600.0, gt=0, le=WEEK_S, unit="seconds", help="Seconds one request may take, from sending to its last chunk.")
+    metrics_interval_s: float = opt(
+        0.5, gt=0, le=WEEK_S, unit="seconds", help="Seconds between two scrapes of metrics_path.")
+    request_timeout_s: float = opt(
+        600.0, gt=0, le=WEEK_S, unit="seconds", help="Seconds one request may take, from sending to its last chunk.")
     continuous_usage_stats: bool = opt(
         True, help="Ask for usage in every chunk (vLLM's stream_options.continuous_usage_stats), which tells how "
         "many tokens each chunk carries; off for servers that reject it (then every chunk counts as one token)."

@@ -44,13 +44,15 @@ class VLLMOptions(BackendOptions):
     enforce_eager: bool = opt(False, help="Disable CUDA graphs and torch.compile (faster start, slower decode).")
     gpu_memory_utilization: float = opt(0.9, help="Share of each GPU's memory vLLM may take (GPU only).")
     kv_cache_memory_bytes: Optional[int] = opt(
-        None, ge=1, unit="bytes", help="KV cache size in bytes; default on CPU 2 GiB, on GPU what gpu_memory_utilization leaves (a "
+        None, ge=1, unit="bytes", help="KV cache size in bytes; default on CPU 2 GiB, on GPU what "
+                                       "gpu_memory_utilization leaves (a "
         "value here overrides that sizing)."
     )
     # Off: a prefix-cache hit turns a prefill into a lookup, so TTFT would measure the cache, not the model.
     # Prompts are random, but off-by-default keeps that true for any input a user plugs in.
     enable_prefix_caching: bool = opt(False, help="Reuse KV blocks of repeated prompt prefixes.")
-    max_model_len: Optional[int] = opt(None, ge=1, help="Longest sequence; default: the sweep's largest input + output.")
+    max_model_len: Optional[int] = opt(
+        None, ge=1, help="Longest sequence; default: the sweep's largest input + output.")
     # The scheduler's knobs people sweep (a `grid`): unset, vLLM's own default for the device and usage context.
     max_num_seqs: Optional[int] = opt(None, help="Most sequences scheduled at once (default: vLLM's, raised to the "
                                       "sweep's largest batch above 256); a batch point larger than it is skipped.")

@@ -26,7 +26,9 @@ class ClusterConfig:
     node_agents: str = opt("external", help="external: each other node runs `benchmark.py --node-agent HOST:PORT` "
                            "(srun and mcli templates start them) | local: the harness starts them on this machine, "
                            "each a node on loopback (a trial of the multi-node path on one machine).")
-    join_timeout_s: float = opt(300, gt=0, le=WEEK_S, unit="seconds", help="How long an entry waits for every node's agent and torchrun to join the "
+    join_timeout_s: float = opt(
+        300, gt=0, le=WEEK_S, unit="seconds", help="How long an entry waits for every node's agent and torchrun to "
+                                                   "join the "
                                 "rendezvous before its points become error rows.")
 
     @property

@@ -1,6 +1,7 @@
 """`python benchmark.py --schema [SECTION]`: every config key with its type, default and help text.
 
-Generated from the typed config itself (harness/config/sweep.py, harness/config/stream/section.py, each backend's and workload's
+Generated from the typed config itself (harness/config/sweep.py, harness/config/stream/section.py, each backend's and
+workload's
 `Options`), so what it prints cannot drift from what a YAML is checked against; tests/test_schema.py holds the
 backend-option table of docs/guides/engines.md to it.
 """

@@ -45,9 +45,11 @@ class SamplingConfig:
     """The same for every backend. The default is greedy: deterministic, and engines can be cross-checked."""
 
     temperature: float = opt(0.0, ge=0, help="0: greedy; above 0: sample from the softmax at this temperature.")
-    top_p: float = opt(1.0, gt=0, le=1, help="Nucleus sampling: keep the smallest set of tokens holding this probability.")
+    top_p: float = opt(
+        1.0, gt=0, le=1, help="Nucleus sampling: keep the smallest set of tokens holding this probability.")
     top_k: int = opt(0, ge=0, help="Keep only the k most likely tokens; 0: off.")
-    seed: Optional[int] = opt(0, ge=0, le=SEED_MAX, help="Per-request sampling seeds derive from it, so sampled runs repeat where engines "
+    seed: Optional[int] = opt(
+        0, ge=0, le=SEED_MAX, help="Per-request sampling seeds derive from it, so sampled runs repeat where engines "
                               "allow; null: unseeded, as vLLM's own benchmark samples (seeded sampling's cost: "
                               "docs/measurement.md, Sampling).")
 
@@ -60,8 +62,10 @@ class HardwareConfig:
                              "matching the name the driver reports; and the machine --plan and --dry-run plan for.")
     num_gpus: Optional[int] = opt(None, ge=1, help="With gpu: how many the planned machine has (default 1).")
     peak_memory_bandwidth_gbps: Optional[float] = opt(
-        None, gt=0, unit="GB/s", help="Peak memory bandwidth of one device, GB/s; overrides the table (GPU) or the probe (CPU).")
-    peak_tflops: Optional[float] = opt(None, gt=0, unit="TFLOP/s", help="Peak dense TFLOP/s of one device in the sweep's dtype; overrides "
+        None, gt=0, unit="GB/s", help="Peak memory bandwidth of one device, GB/s; overrides the table (GPU) or the "
+                                      "probe (CPU).")
+    peak_tflops: Optional[float] = opt(
+        None, gt=0, unit="TFLOP/s", help="Peak dense TFLOP/s of one device in the sweep's dtype; overrides "
                                        "the table or the probe.")
     cost_per_hour: Optional[float] = opt(None, gt=0, help="Price of one device for an hour (any currency): fills "
                                          "cost_per_million_output_tokens.")
@@ -71,7 +75,8 @@ class HardwareConfig:
 class StopConfig:
     """`num_batches: auto`: time batches until the mean latency is known to within target_ci_pct."""
 
-    target_ci_pct: float = opt(2.0, gt=0, unit="%", help="Stop when the 95% interval's half-width is within this share (in %) of "
+    target_ci_pct: float = opt(
+        2.0, gt=0, unit="%", help="Stop when the 95% interval's half-width is within this share (in %) of "
                                "the mean latency.")
     min_batches: int = opt(5, ge=2, help="Timed batches before the interval is first looked at.")
     max_batches: int = opt(50, ge=2, help="Timed batches at most; a point stopped here is marked converged: false.")
@@ -81,7 +86,8 @@ class StopConfig:
 class QualityConfig:
     """What a quantized entry may cost in accuracy (docs/measurement.md, "Quantization")."""
 
-    max_logits_rel_error: float = opt(0.05, gt=0, help="The report names, per engine and point, the fastest quantization "
+    max_logits_rel_error: float = opt(
+        0.05, gt=0, help="The report names, per engine and point, the fastest quantization "
                                       "whose logits_rel_error is within this bound.")
     text: Optional[str] = opt(None, help="A UTF-8 text file: with pretrained weights, each entry's perplexity on it "
                               "(and a quantized entry's perplexity_delta against its unquantized one).")

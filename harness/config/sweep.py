@@ -1,8 +1,9 @@
 """Typed sweep configuration: YAML plus `key=value` overrides -> a validated `SweepConfig`.
 
 This is the one place that knows every key (the small sections are harness/config/sections.py's, the stream's
-harness/config/stream/section.py's, each backend's and workload's their own). Loading happens in two steps, each building
-its object once: `SweepYaml`, the keys as OmegaConf checks their shape (unknown keys, types), then `SweepConfig`,
+harness/config/stream/section.py's, each backend's and workload's their own). Loading happens in two steps, each
+building its object once: `SweepYaml`, the keys as harness/config/kinds.py checks them against their declarations
+(unknown keys, kinds, ranges) and OmegaConf builds them, then `SweepConfig`,
 the same keys with their final types, built only from values that passed the checks (`_typed`), which need no
 model. Nothing is assigned to either afterwards. Every failure is a `UserError` naming the key path.
 """
@@ -97,18 +98,22 @@ class SweepYaml:
         True, measures=False, help="After an out-of-memory point, skip larger batch sizes at the same lengths."
     )
     memory_fraction: float = opt(
-        0.9, gt=0, le=1, measures=False, help="Share of free memory a point's estimate may use; points estimated above it are skipped."
+        0.9, gt=0, le=1, measures=False, help="Share of free memory a point's estimate may use; points estimated above "
+                                              "it are skipped."
     )
     load_timeout_s: float = opt(
-        3600, gt=0, le=WEEK_S, unit="seconds", measures=False, help="A worker that takes longer to start and load the model is killed (70B loads take minutes)."
+        3600, gt=0, le=WEEK_S, unit="seconds", measures=False, help="A worker that takes longer to start and load the "
+                "model is killed (70B loads take minutes)."
     )
     point_timeout_s: float = opt(
-        1800, gt=0, le=WEEK_S, unit="seconds", measures=False, help="A worker silent this long during one point (warm-up + timed batches) is killed as hung."
+        1800, gt=0, le=WEEK_S, unit="seconds", measures=False, help="A worker silent this long during one point "
+                "(warm-up + timed batches) is killed as hung."
     )
     output: OutputConfig = opt(factory=OutputConfig, measures=False, help="Where results go besides the local folder.")
     hardware: HardwareConfig = opt(factory=HardwareConfig, help="Peaks and price the numbers are held against.")
     quality: QualityConfig = opt(factory=QualityConfig, help="The accuracy price quantized entries are held to.")
-    cluster: ClusterConfig = opt(factory=ClusterConfig, measures=False, help="The machines entries with `nodes` above 1 run across "
+    cluster: ClusterConfig = opt(
+        factory=ClusterConfig, measures=False, help="The machines entries with `nodes` above 1 run across "
                                  "(docs/measurement.md, \"More than one node\").")
 
 

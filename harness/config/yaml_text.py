@@ -50,7 +50,7 @@ def _mapping(loader: StrictLoader, node: yaml.MappingNode) -> dict:
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":
             continue
-        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+        key = loader.construct_object(key_node, deep=True)
         line = key_node.start_mark.line + 1
         if not isinstance(key, (str, int, float, bool)) and key is not None:
             raise yaml.constructor.ConstructorError(None, None, f"a key must be a name, got {type(key).__name__} "

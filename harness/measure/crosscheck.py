@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Dict, Optional, Sequence, Tuple
@@ -99,10 +100,21 @@ class TokenCrossCheck:
         return TokenAgreement(identical_share(reference, result.token_ids, self.eos_ids))
 
     def _load(self) -> Dict[Tuple, Tokens]:
+        """The tokens saved so far (a resumed sweep's). A line that does not parse (the partial last line a kill
+        leaves, or damage) is left out and said: its point is not compared, never compared with garbage."""
         if not self.path.exists():
             return {}
-        rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
-        return {tuple(r["key"]): r["token_ids"] for r in rows}
+        tokens: Dict[Tuple, Tokens] = {}
+        for number, line in enumerate(self.path.read_bytes().split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line.decode("utf-8"))
+                tokens[tuple(row["key"])] = [list(map(int, t)) for t in row["token_ids"]]
+            except (ValueError, TypeError, KeyError):  # not UTF-8 or JSON, or not a row of this file
+                print(f"warning: {self.path} line {number}: damaged; left out (that point's tokens are not "
+                      "compared)", file=sys.stderr)
+        return tokens
 
     def _save(self, key: Tuple, token_ids: Tokens) -> None:
         self.tokens[key] = token_ids

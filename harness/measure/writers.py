@@ -20,7 +20,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from harness.errors import UserError
 from harness.files import MAX_NAME_CHARS, decode_utf8, writable_folder
-from harness.measure.columns.readback import read_back
+from harness.measure.columns.base import POINT_KEY
+from harness.measure.columns.readback import ReadBack, once_per_point, read_back
 from harness.measure.columns.results import RESULTS
 from harness.measure.columns.rows import REQUESTS, SAMPLES, SERVER_METRICS
 from harness.measure.metrics import request_figures
@@ -256,13 +257,19 @@ DECLARED = {"results.csv": RESULTS, "samples.csv": SAMPLES, "requests.csv": REQU
 def read_rows(path: Path) -> List[Dict[str, str]]:
     """The sound rows of a results folder's CSV (damaged ones are never data: `open` sets them aside on resume,
     and the readers that cannot repair name them, plots/load.py)."""
-    return read_back(path, DECLARED.get(path.name, {})).rows
+    return _read(path).rows
+
+
+def _read(path: Path) -> ReadBack:
+    """`path` read back against its declarations; in results.csv, a second row of one point is damage too."""
+    found = read_back(path, DECLARED.get(path.name, {}))
+    return once_per_point(found, POINT_KEY) if path.name == "results.csv" else found
 
 
 def _set_aside_damage(path: Path, columns: List[str]) -> List[str]:
     """`path` repaired: its damaged rows appended, as found, to `<name>.damaged` and the file rewritten with its
     sound rows; one note per row set aside. A header of other columns than this version writes is a UserError."""
-    found = read_back(path, DECLARED.get(path.name, {}))
+    found = _read(path)
     if found.header is not None and found.header != columns:
         raise UserError(f"--resume: {path} has other columns than this version writes; start a new folder")
     if not found.damaged:

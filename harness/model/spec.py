@@ -279,7 +279,7 @@ def _with_overrides(preset_config, source: str, overrides: dict, key: str):
     try:
         return type(preset_config).from_dict(merged)
     except Exception as e:  # the config class's own checks (heads not dividing hidden_size, a rope type it lacks)
-        cause = e.__cause__ or e  # huggingface_hub's strict dataclasses wrap the check's own error
+        cause = e.__cause__ if isinstance(e.__cause__, Exception) else e  # huggingface_hub wraps the check's error
         raise UserError(f"{key}.overrides: {type(preset_config).__name__} rejects them ({type(cause).__name__}: "
                         f"{_first_line(cause)})") from None
 

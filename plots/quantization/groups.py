@@ -67,7 +67,8 @@ def accuracy_bound(sources: Sequence[Path]) -> float:
     """quality.max_logits_rel_error as the sweeps set it (the strictest of several), else its default."""
     bounds = []
     for source in sources:
-        quality = (load.read_manifest(load.results_csv_path(Path(source))).get("config") or {}).get("quality") or {}
+        config = load.manifest_section(load.read_manifest(load.results_csv_path(Path(source))), "config")
+        quality = load.manifest_section(config, "quality")
         value = pd.to_numeric(quality.get("max_logits_rel_error"), errors="coerce")
         if pd.notna(value):
             bounds.append(float(value))

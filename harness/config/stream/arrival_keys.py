@@ -1,5 +1,6 @@
 """The `stream` keys that shape arrivals beyond their rate: gamma's `burstiness`, `ramp` and `stages`, with their
-checks (harness/config/stream/section.py holds the rest of the section; the times are harness/scenarios/arrivals.py's)."""
+checks (harness/config/stream/section.py holds the rest of the section; the times are
+harness/scenarios/arrivals.py's)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from harness.fields import opt
 class RampConfig:
     """`arrival: ramp`: the rate rises (or falls) linearly to the point's rate, then holds there."""
 
-    start_rate: Optional[float] = opt(None, gt=0, unit="requests/s", help="The rate at t=0, requests/s (required with arrival: ramp).")
-    duration_s: Optional[float] = opt(None, gt=0, unit="seconds", help="Seconds the ramp takes to reach the point's rate (required with "
+    start_rate: Optional[float] = opt(
+        None, gt=0, unit="requests/s", help="The rate at t=0, requests/s (required with arrival: ramp).")
+    duration_s: Optional[float] = opt(
+        None, gt=0, unit="seconds", help="Seconds the ramp takes to reach the point's rate (required with "
                                       "arrival: ramp).")
 
 

@@ -26,12 +26,13 @@ def check_schedule(stream: Any, point_timeout_s: float) -> None:
     count = timed + stream.num_warmup_requests
     if count > MAX_REQUESTS_PER_POINT:
         key = "stream.stages" if stream.arrival == "stages" else "stream.num_requests"
-        raise UserError(f"{key}: the schedule sends about {count:,.0f} requests a point (warm-up included), more "
+        raise UserError(f"{key}: the schedule sends about {_count(count)} requests a point (warm-up included), more "
                         f"than the {MAX_REQUESTS_PER_POINT:,} a point may; send fewer")
     rate = stream.search.start_rate if stream.request_rates == "auto" else min(stream.request_rates)
     seconds = _seconds(stream, rate, timed) + _seconds(stream, rate, stream.num_warmup_requests, warmup=True)
     if seconds > point_timeout_s:
-        raise UserError(f"stream: at {rate:g} requests/s the schedule's arrivals alone take about {seconds:,.0f} s a "
+        raise UserError(f"stream: at {rate:g} requests/s the schedule's arrivals alone take about {_count(seconds)} s "
+                        f"a "
                         f"point, longer than point_timeout_s ({point_timeout_s:g} s) lets a point run; send fewer "
                         "requests (num_requests, duration_s, stages), raise the rate, or raise point_timeout_s")
 
@@ -47,6 +48,11 @@ def check_trace_schedule(requests: Any, path: str, point_timeout_s: float) -> No
         raise UserError(f"stream.trace: {path}: the replay lasts {span:,.6g} s (its longest gap: {gap:,.6g} s before "
                         f"line {requests[i + 1].line}), longer than point_timeout_s ({point_timeout_s:g} s) lets a "
                         "point run; narrow stream.window, lower stream.time_scale, or raise point_timeout_s")
+
+
+def _count(x: float) -> str:
+    """`10,004`, or `1e+300` past what anyone reads as digits."""
+    return f"{x:,.0f}" if x < 1e12 else f"{x:.3g}"
 
 
 def _timed_count(stream: Any) -> float:

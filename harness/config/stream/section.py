@@ -24,9 +24,11 @@ RELEASE_POLICIES = ("timerfd", "timer", "spin")
 class SLOConfig:
     """Defaults as MLPerf Inference's llama2-70b server scenario."""
 
-    ttft_ms: float = opt(2000.0, gt=0, unit="ms", help="Time to first token a request may take, from its scheduled arrival.")
+    ttft_ms: float = opt(
+        2000.0, gt=0, unit="ms", help="Time to first token a request may take, from its scheduled arrival.")
     tpot_ms: float = opt(200.0, gt=0, unit="ms", help="Time per output token after the first a request may take.")
-    percentile: float = opt(99.0, gt=0, le=100, unit="%", help="Share of requests (in %) that must meet both for a rate to count as "
+    percentile: float = opt(
+        99.0, gt=0, le=100, unit="%", help="Share of requests (in %) that must meet both for a rate to count as "
                             "sustained.")
 
 
@@ -35,7 +37,8 @@ class RateSearchConfig:
     """`request_rates: auto`: double from start_rate until the SLO fails, then bisect."""
 
     start_rate: float = opt(1.0, gt=0, unit="requests/s", help="First rate probed, requests/s.")
-    precision: float = opt(0.1, gt=0, lt=1, help="Stop when the lowest failed rate is within this share above the highest "
+    precision: float = opt(
+        0.1, gt=0, lt=1, help="Stop when the lowest failed rate is within this share above the highest "
                            "sustained one.")
     max_probes: int = opt(16, ge=2, help="Most rates probed per point (each is a full stream of num_requests).")
 
@@ -44,9 +47,12 @@ class RateSearchConfig:
 class TraceWindow:
     """Which part of a trace is replayed, in the trace's own seconds from its first request."""
 
-    start_s: float = opt(0.0, ge=0, unit="seconds", help="Replay from this many seconds after the trace's first request.")
-    duration_s: Optional[float] = opt(None, gt=0, unit="seconds", help="Replay this many seconds of the trace (null: to its end).")
-    max_requests: Optional[int] = opt(None, ge=1, help="Replay at most this many requests (null: every one in the window).")
+    start_s: float = opt(
+        0.0, ge=0, unit="seconds", help="Replay from this many seconds after the trace's first request.")
+    duration_s: Optional[float] = opt(
+        None, gt=0, unit="seconds", help="Replay this many seconds of the trace (null: to its end).")
+    max_requests: Optional[int] = opt(
+        None, ge=1, help="Replay at most this many requests (null: every one in the window).")
 
 
 @dataclass
@@ -58,7 +64,8 @@ class StreamConfig:
                        "stages (Poisson at piecewise-constant rates, see stages; request_rates and num_requests "
                        "ignored) | burst (every request at t=0: offline throughput; request_rates ignored) | trace (the times and lengths of "
                        "stream.trace; request_rates and num_requests ignored, and input_lengths and output_lengths not given).")
-    burstiness: float = opt(1.0, gt=0, help="With arrival: gamma, the gaps' gamma shape (more than 0): the coefficient of "
+    burstiness: float = opt(
+        1.0, gt=0, help="With arrival: gamma, the gaps' gamma shape (more than 0): the coefficient of "
                             "variation of the gaps is 1/sqrt(burstiness); 1 is Poisson, smaller is burstier (as vLLM's "
                             "bench serve --burstiness).")
     ramp: RampConfig = opt(factory=RampConfig, help="With arrival: ramp, how the rate reaches each point's rate.")
@@ -80,22 +87,26 @@ class StreamConfig:
         None, help="Cap on requests in flight (null: no cap), or a list of caps, one point each; waiting for a "
         "slot counts as latency."
     )
-    num_requests: int = opt(200, ge=1, help="Timed requests per point, after the warm-up requests (with duration_s: the "
+    num_requests: int = opt(
+        200, ge=1, help="Timed requests per point, after the warm-up requests (with duration_s: the "
                             "most scheduled).")
     duration_s: Optional[float] = opt(
-        None, gt=0, le=WEEK_S, unit="seconds", help="Ends each point's timed requests by time: only requests due within this many seconds of the "
+        None, gt=0, le=WEEK_S, unit="seconds", help="Ends each point's timed requests by time: only requests due "
+                                                    "within this many seconds of the "
         "stream's start are sent, those in flight then run to their end (null: every one of num_requests). Not with "
         "arrival: burst or trace."
     )
     num_warmup_requests: int = opt(10, ge=0, help="Requests sent (and finished) before the timed ones, untimed.")
     seed: int = opt(0, ge=0, le=SEED_MAX, help="Seeds the arrival times: identical for every backend.")
     max_failed_share: float = opt(
-        0.0, ge=0, lt=1, help="Share of a point's requests that may fail (an error answer, a dropped or stalled connection, a "
+        0.0, ge=0, lt=1, help="Share of a point's requests that may fail (an error answer, a dropped or stalled "
+                              "connection, a "
         "wrong token count) with the point still ok: they are counted (requests_failed), kept in requests.csv with "
         "their error, and left out of the latencies. 0: any failure makes the point an error."
     )
     saturation_margin: float = opt(
-        0.1, ge=0, lt=1, help="A point is saturated when its requests completed more than this share slower than they were offered "
+        0.1, ge=0, lt=1, help="A point is saturated when its requests completed more than this share slower than they "
+                              "were offered "
         "while the requests in flight kept rising (0.1: 10%)."
     )
     stop_at_saturation: bool = opt(True, help="In a rate sweep, skip the higher rates at the same lengths and cap once "
@@ -187,7 +198,8 @@ def _validate_trace(stream: StreamConfig) -> None:
     replay = replay_trace(stream)
     if len(replay.requests) < 2 or replay.span_s <= 0:
         raise UserError(f"stream.trace: {stream.trace}: the replay holds {len(replay.requests)} request(s) over "
-                        f"{replay.span_s:g} s; its rate is their count over their span, so it needs at least 2 requests "
+                        f"{replay.span_s:g} s; its rate is their count over their span, so it needs at least 2 "
+                        f"requests "
                         "over more than 0 s (check stream.window)")
     stream.request_rates = [replay.offered_rate]
 

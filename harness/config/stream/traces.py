@@ -172,6 +172,8 @@ def _checked(rows: Sequence[_Row], where: str) -> Tuple[TraceRequest, ...]:
 
 def _length(value, what: str, where: str, line: int) -> int:
     n = _number(value, f"{what} length", where, line)
+    if n >= 2**31:
+        raise UserError(f"{where}: line {line}: {what} length {value!r} is more tokens than any model takes")
     if n != int(n) or n < 1:
         raise UserError(f"{where}: line {line}: {what} length must be a positive integer, got {value!r}")
     return int(n)

@@ -5,8 +5,9 @@ file begins with."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from harness.measure.metrics import STATS
 
@@ -20,26 +21,44 @@ class Column:
     unit: str
     meaning: str
     where: str
-    integer: bool = False  # a whole number where filled: the point's key columns, read back as ints
+    # What a cell read back may hold (columns/readback.py): a number is finite and not negative unless declared
+    # otherwise; the point's key columns are whole numbers; a text column may name the words it takes.
+    integer: bool = False  # a whole number of 1 or more where filled: the point's key columns
+    signed: bool = False  # may be negative: an interval's low end, a difference
+    infinite: bool = False  # may be inf: a burst's offered rate
+    words: Tuple[str, ...] = ()  # a text column's only values (status, scenario), empty cells aside
+    required: bool = False  # never empty on a row: which entry, what became of the point
 
     def accepts(self, cell: str) -> bool:
-        """Whether a cell read back from a file is a value of this column: empty (not filled on this row), any text
-        in a text column, one of a flag's words, or a number (`inf` and `nan` included: the writers write them)."""
-        if cell == "" or self.unit == TEXT:
-            return True
+        """Whether a cell read back from a file is a value of this column (`problem` says why not)."""
+        return self.problem(cell) is None
+
+    def problem(self, cell: str) -> Optional[str]:
+        """Why a cell read back is not a value of this column, or None: `must not be empty`, `'okay' is not one of
+        ok, oom, skipped, error`, `'-5' is not a number (ms) of 0 or more`."""
+        if cell == "":
+            return "must not be empty" if self.required else None
+        if self.unit == TEXT:
+            return None if not self.words or cell in self.words else f"{cell!r} is not one of {', '.join(self.words)}"
         if self.unit in FLAG_WORDS:
-            return cell in FLAG_WORDS[self.unit]
+            return None if cell in FLAG_WORDS[self.unit] else f"{cell!r} is not {self.kind_words()}"
         try:
-            int(cell) if self.integer else float(cell)
+            value = int(cell) if self.integer else float(cell)
         except ValueError:
-            return False
-        return True
+            value = None
+        if value is None or math.isnan(value) or (math.isinf(value) and not self.infinite) or \
+                (value < (1 if self.integer else 0) and not self.signed):
+            return f"{cell!r} is not {self.kind_words()}"
+        return None
 
     def kind_words(self) -> str:
-        """What `accepts` takes, for a message: `a number (ms)`, `one of true, false`."""
+        """What `accepts` takes, for a message: `a number (ms) of 0 or more`, `one of true, false`."""
         if self.unit in FLAG_WORDS:
             return f"one of {', '.join(FLAG_WORDS[self.unit])}"
-        return f"{'a whole' if self.integer else 'a'} number ({self.unit})"
+        if self.integer:
+            return f"a whole number ({self.unit}) of 1 or more"
+        kind = "a number" if self.infinite else "a finite number"
+        return f"{kind} ({self.unit})" + ("" if self.signed else " of 0 or more")
 
 
 # --- Links into the measurement contract ----------------------------------------------------------------------
@@ -99,7 +118,7 @@ def ci95_family(metric: str, unit: str, of: str, method: str) -> List[Column]:
     """`{metric}_ci95_low` and `_high`: the two ends of a 95% interval over the timed batches."""
     return [Column(f"{metric}_ci95_{end}", unit,
                    f"{word} end of the 95% interval of {of} over the timed batches ({method}); empty below two "
-                   f"batches. {UNCERTAINTY}", "batch")
+                   f"batches. {UNCERTAINTY}", "batch", signed=True)
             for end, word in (("low", "Lower"), ("high", "Upper"))]
 
 
@@ -117,7 +136,7 @@ def keyed(columns: Iterable[Column]) -> Dict[str, Column]:
 
 CONTEXT_DECLARED = [
     Column("benchmark_name", TEXT, "The sweep's `benchmark_name` (config); it also names the results folder.", "all"),
-    Column("backend", TEXT, "The backend entry's label: one engine with one set of options.", "all"),
+    Column("backend", TEXT, "The backend entry's label: one engine with one set of options.", "all", required=True),
     Column("model", TEXT, "The model's label: its section's `label`, else the preset or name, with "
            f"`(modified: ...)` when `model.overrides` changed it. {CONTEXT}", "all"),
     Column("dtype", TEXT, "The dtype the entry runs the model in: the model's, or the entry's own `dtype` where it "
@@ -132,7 +151,7 @@ CONTEXT_DECLARED = [
 
 POINT_DECLARED = [
     Column("scenario", TEXT, "`batch` (static batches of `batch_size`) or `stream` (requests arriving over time at "
-           f"`request_rate`). {POINTS}", "all"),
+           f"`request_rate`). {POINTS}", "all", words=("batch", "stream")),
     Column("workload", TEXT, "What the prompts are: `random`, or a prompt file with its template.", "all"),
     Column("batch_size", COUNT, "Sequences per batch; empty on a `batch_sizes: auto` search's result row. "
            f"{POINTS}", "batch", integer=True),
@@ -143,10 +162,15 @@ POINT_DECLARED = [
            f"trace its window's longest. {OUTPUT_LENGTH}", "all", integer=True),
     Column("request_rate", REQUESTS_PER_S, "Offered arrival rate: `inf` for a burst (every request at t=0); for a "
            "trace the rate its window offers; empty on a `request_rates: auto` search's result row. In a multi-turn "
-           f"stream, conversations per second. {STREAMS}", "stream"),
+           f"stream, conversations per second. {STREAMS}", "stream", infinite=True),
     Column("max_concurrency", COUNT, "Cap on requests in flight; released requests wait at the client for a slot. "
            f"Empty: no cap. {STREAMS}", "stream", integer=True),
 ]
+
+
+# What names a point in every file: which entry and which point. Two rows of results.csv with the same cells here
+# are one point measured twice, which no sweep writes (columns/readback.py, once_per_point).
+POINT_KEY = tuple(c.name for c in CONTEXT_DECLARED + POINT_DECLARED)
 
 
 def leading(scenario: str) -> List[Column]:

@@ -23,7 +23,7 @@ RUN_DECLARED = [
            "ones), relative to the results folder (`profiles/*.json.gz`, for Perfetto or chrome://tracing); empty "
            f"when not profiled. {PROFILE}", "entries with profile: true"),
     Column("status", TEXT, "`ok`, `oom` (out of memory), `skipped` (not run: an engine limit, a failed memory "
-           "check, an unsupported option) or `error`.", "all"),
+           "check, an unsupported option) or `error`.", "all", words=("ok", "oom", "skipped", "error"), required=True),
     Column("error", TEXT, "Why the point is not `ok`, on one line; empty when it is.", "all"),
     Column("grid_options", TEXT, "The options the entry's `grid` varies and this entry's values of them, "
            "`max_num_seqs=64;enable_chunked_prefill=false` (the label's `[...]`); empty for an entry without a grid "
@@ -130,11 +130,11 @@ STREAM_DECLARED = (
         Column("max_concurrency_reached", COUNT, "Most requests between reaching the engine and their last token "
                f"at any instant. {STREAMS}", "stream"),
         Column("send_slip_ms_p50", MS, "Median send slip (released - scheduled): how late the client released "
-               f"requests. {STREAMS}", "stream"),
+               f"requests. {STREAMS}", "stream", signed=True),
         Column("send_slip_ms_p99", MS, "99th percentile of the send slip; above 5 ms the client, not the engine, "
-               f"limited the offered load. {STREAMS}", "stream"),
+               f"limited the offered load. {STREAMS}", "stream", signed=True),
         Column("queue_ms_mean", MS, "Mean time requests waited to be scheduled, as the engine reports it. "
-               f"{STREAMS}", "vllm, hf streams"),
+               f"{STREAMS}", "vllm, hf streams", signed=True),
         Column("saturated", "true/false", "`true` when the point's requests completed more than "
                "`stream.saturation_margin` slower than they were offered while the requests in flight kept rising; "
                f"empty where not judged (a burst, under 6 completed requests, a point not ok). {STREAMS}",
@@ -146,7 +146,7 @@ STREAM_DECLARED = (
 
 SEARCH_DECLARED = [
     Column("search", TEXT, "`probe` on each batch size or rate a search tried, `result` on the search's own row. "
-           f"{BATCH_SEARCH}", "batch_sizes: auto; request_rates: auto"),
+           f"{BATCH_SEARCH}", "batch_sizes: auto; request_rates: auto", words=("probe", "result")),
     Column("search_probes", TEXT, "Every probe in order with how it went (`64 ok, 128 oom`; `4/s met, 8/s missed`), "
            f"and why the search stopped short where it did. {BATCH_SEARCH}", "search result rows"),
     Column("max_rate_within_slo", REQUESTS_PER_S, "The highest rate probed whose `slo_attainment` reached "
@@ -228,7 +228,7 @@ QUALITY_DECLARED = [
     Column("perplexity", "dimensionless", "exp(mean negative log-likelihood) of the model on `quality.text`, in "
            f"non-overlapping windows; once per entry, untimed. {QUANTIZATION}", "quality.text set"),
     Column("perplexity_delta", "dimensionless", "This entry's `perplexity` minus its `quality_reference`'s; 0 on the "
-           f"reference's own rows. {QUANTIZATION}", "quality.text set, sweeps that quantize"),
+           f"reference's own rows. {QUANTIZATION}", "quality.text set, sweeps that quantize", signed=True),
 ]
 
 ROOFLINE_WHERE = "batch, no speculation, known peaks"

@@ -54,11 +54,11 @@ REQUESTS = keyed(leading("stream") + [
     Column("itl_ms_mean", MS, "Mean gap between consecutive token hand-overs after the first (a hand-over may carry "
            f"several tokens). {STREAMS}", COMPLETED),
     Column("itl_ms_max", MS, f"The longest of those gaps. {STREAMS}", COMPLETED),
-    Column("send_slip_ms", MS, f"Released - scheduled: how late the client released it. {STREAMS}", "all"),
+    Column("send_slip_ms", MS, f"Released - scheduled: how late the client released it. {STREAMS}", "all", signed=True),
     Column("client_wait_ms", MS, "Sent - released: waiting at the client for a concurrency slot (or a static "
-           f"batch). {STREAMS}", "all"),
+           f"batch). {STREAMS}", "all", signed=True),
     Column("queue_ms", MS, "Time the engine reports the request waited to be scheduled. "
-           f"{STREAMS}", "completed requests of vllm, hf"),
+           f"{STREAMS}", "completed requests of vllm, hf", signed=True),
     Column("met_slo", "0/1", "1 when `ttft_ms` <= `slo_ttft_ms` and (`tpot_ms` <= `slo_tpot_ms` or it has one "
            f"token); 0 otherwise, failed requests included. {STREAMS}", "all"),
     Column("error", TEXT, "Why the request failed (engine or HTTP error, timeout, wrong token count, `not sent: ...`); "
