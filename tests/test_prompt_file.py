@@ -118,7 +118,7 @@ BAD_SHAREGPT = [
                               "got an object"),
     ('[\n  {"conversations": []},\n  oops\n]', " line 3: not valid JSON (Expecting value)"),
     ('[{"conversations": []}, 1]', ' item 2: expected an object with a "conversations" list, got a number'),
-    ('[{"id": "x"}]', ' item 1: expected an object with a "conversations" list, got an object'),
+    ('[{"id": "x"}]', ' item 1: "conversations" must be a list of turns, got null'),
     ('[{"conversations": [{"from": "human"}]}]',
      ' item 1: conversations[0] must be an object with text "from" and "value"'),
     ('[{"conversations": [{"from": "gpt", "value": "hi"}]}]', ": no prompts in the file (1 items without a human "

@@ -183,8 +183,10 @@ def _sharegpt_records(text: str, where: str) -> Tuple[List[PromptRecord], int]:
 
 
 def _sharegpt_record(item: Any, number: int, at: str) -> Optional[PromptRecord]:
-    if not isinstance(item, dict) or not isinstance(item.get("conversations"), list):
+    if not isinstance(item, dict):
         raise UserError(f'{at}: expected an object with a "conversations" list, got {_json_type(item)}')
+    if not isinstance(item.get("conversations"), list):
+        raise UserError(f'{at}: "conversations" must be a list of turns, got {_json_type(item.get("conversations"))}')
     system: Optional[str] = None
     users: List[str] = []
     for index, turn in enumerate(item["conversations"]):

@@ -26,7 +26,7 @@ from harness.model.checkpoint import write_random_checkpoint
 from harness.model.drafts import draft_model
 from harness.model.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.model.spec import TORCH_DTYPES, ModelSpec
-from harness.plan.points import SweepShape
+from harness.plan.points import SweepPoint, SweepShape
 from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe
 from harness.scenarios.stream import StreamSpec, StreamTiming
 
@@ -56,6 +56,20 @@ class VLLMBackend(Backend[VLLMOptions]):
     scenarios = ("batch", "stream")
     speculative_methods = tuple(SPEC_METHODS)
     quantizations = vllm_quantization.QUANTIZATIONS
+
+    @classmethod
+    def point_unsupported(cls, options: VLLMOptions, point: SweepPoint) -> Optional[str]:
+        """What the options themselves bound, known before any engine loads (--dry-run says it): a batch past
+        max_num_seqs, a sequence past max_model_len. The KV cache's own bound is known once it is built
+        (`cannot_run`)."""
+        batch = point.batch_size
+        if options.max_num_seqs is not None and batch is not None and batch > options.max_num_seqs:
+            return f"vLLM runs at most {options.max_num_seqs} sequences at once (max_num_seqs)"
+        longest = point.input_length + point.output_length
+        if options.max_model_len is not None and longest > options.max_model_len:
+            return (f"{point.input_length} + {point.output_length} = {longest} tokens is longer than max_model_len "
+                    f"({options.max_model_len})")
+        return None
 
     @classmethod
     def unsupported(cls, options: VLLMOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:

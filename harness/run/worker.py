@@ -104,7 +104,9 @@ def inject_fault(label: str, rank: int, when) -> None:
 # torchao (which transformers imports wherever it is installed) logs at import that its CUDA-only extensions did not
 # load, and torch warns about the pytree constants it registers: noise on every process's stderr, a one-line error's
 # included. Nothing here uses those extensions.
-NOISY_LOGGERS = ("torchao", "torch.utils._pytree")
+# torchao and pytree warn at import; a tokenizer warns of a prompt longer than the model takes, which the workload then
+# refuses (or drops, by max_prompt_tokens) in its own words.
+NOISY_LOGGERS = ("torchao", "torch.utils._pytree", "transformers.tokenization_utils_base")
 
 
 def quiet_import_noise() -> None:
