@@ -48,6 +48,8 @@ def writable_folder(path: Path, key: str) -> Path:
     """`path` as a folder the harness can write into, created where missing; UserError naming `key` (the flag or the
     config key that gave it) when it is a file, cannot be created, or cannot be written."""
     path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise UserError(f"{key}: {path} is a link to {os.readlink(path)}, which does not exist")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:

@@ -35,8 +35,10 @@ def draft_model(spec: SpeculativeConfig, target, key: str = "speculative"):
     try:
         model = resolve_model(ModelConfig(preset=draft.preset, name_or_path=draft.name_or_path,
                                           weights=target.weights, dtype=target.dtype))
-    except UserError as e:  # its message names model.*: say where the draft is
-        raise UserError(f"{key}.draft: {str(e).split(': ', 1)[-1]}") from None
+    except UserError as e:  # its message names model.* (say where the draft is instead) or its config.json
+        message = str(e)
+        said = f"{key}.draft{message[len('model'):]}" if message.startswith("model") else f"{key}.draft: {message}"
+        raise UserError(said) from None
     ours, theirs = model.config.vocab_size, target.config.vocab_size
     if ours != theirs:
         raise UserError(f"{key}.draft: its vocabulary has {ours} tokens, the target's {theirs}; a draft must share "
