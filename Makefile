@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup typecheck test-fast test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup typecheck test-fast test-times test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -70,6 +70,12 @@ test: setup docs-build typecheck
 # app (pyproject.toml, [tool.mypy]); third-party packages without type information are taken as they are.
 typecheck: setup
 	$(PY) -m mypy harness backends workloads app
+
+# The whole suite with a time table (tests/suite_times.py): each test's and fixture's seconds and what it starts
+# (sweeps, workers, servers, engines), then the slowest tests, files and fixtures (scripts/test_times.py).
+test-times: setup
+	$(PY) -m pytest -p tests.suite_times --times-out results/test-times.json -q
+	$(PY) scripts/test_times.py results/test-times.json
 
 # The tests that start no engine, server or sweep process (about a minute here): the loop while you change code.
 # Every test that starts one is marked `engine` (tests/conftest.py refuses the process to an unmarked test).
