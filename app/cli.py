@@ -8,6 +8,8 @@ with every finished point kept.
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ from harness.config import schema
 from harness.config.grid import MAX_GRID_ENTRIES
 from harness.config.sweep import SweepConfig, load_config, model_sections
 from harness.errors import UserError
+from harness.fields import WEEK_S
 from harness.files import path_argument, writable_folder
 from harness.measure.columns.base import POINT_KEY
 from harness.measure.columns.readback import once_per_point, read_back
@@ -134,8 +137,19 @@ def _remote_and_node_arguments(parser: argparse.ArgumentParser) -> None:
     nodes.add_argument("--log-dir", type=path_argument, metavar="DIR", help="with --node-agent: write this node's "
             "ranks' "
                        "output there (default: the agent's own output)")
-    nodes.add_argument("--join-timeout-s", type=float, metavar="S", help="with --node-agent: how long to wait for "
+    nodes.add_argument("--join-timeout-s", type=_seconds, metavar="S", help="with --node-agent: how long to wait for "
                        f"node 0's rendezvous to open (default {AGENT_JOIN_TIMEOUT_S:.0f})")
+
+
+def _seconds(text: str) -> float:
+    """A timeout on the command line: a finite number of seconds above 0 (at most a week, as the config's)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= WEEK_S:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds in (0, {WEEK_S}], got {text!r}")
+    return value
 
 
 def parse_args(argv: List[str]) -> argparse.Namespace:
@@ -175,9 +189,25 @@ def _check_modes(args: argparse.Namespace) -> None:
         raise UserError("--resume: needs --output-dir DIR, the folder of the sweep to continue")
 
 
+# transformers reads this once, when it is first imported: set while this process plans, its config classes' own
+# warnings about a config (a token id past the vocabulary, a deprecated field) stay out of the one-line answers; the
+# workers, started after it is unset, keep transformers' default in their logs.
+TRANSFORMERS_QUIET = ("TRANSFORMERS_VERBOSITY", "error")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     quiet_import_noise()
-    argv = sys.argv[1:] if argv is None else argv
+    quiet = TRANSFORMERS_QUIET[0] not in os.environ
+    if quiet:
+        os.environ[TRANSFORMERS_QUIET[0]] = TRANSFORMERS_QUIET[1]
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    finally:
+        if quiet:
+            os.environ.pop(TRANSFORMERS_QUIET[0], None)
+
+
+def _main(argv: List[str]) -> int:
     try:
         args = parse_args(argv)
         if args.schema is not None:
@@ -190,8 +220,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.node_agent is not None:
             from harness.run.node_agent import run_agent
 
-            return run_agent(args.node_agent, args.node_rank, args.join_timeout_s or AGENT_JOIN_TIMEOUT_S,
-                             args.log_dir)
+            timeout_s = AGENT_JOIN_TIMEOUT_S if args.join_timeout_s is None else args.join_timeout_s
+            return run_agent(args.node_agent, args.node_rank, timeout_s, args.log_dir)
         from app import foundry  # llm-foundry's YAMLs run unchanged: translated first, then loaded as ours
 
         translated = None
@@ -221,6 +251,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    os.environ.pop(TRANSFORMERS_QUIET[0], None)  # the workers' logs keep transformers' own warnings
     options = SweepOptions(argv, plots=not args.no_plots, control=control, engine_distributions=engine_distributions())
     if args.emit_log_markers:
         from harness.measure.logmarkers import LogMarkers
@@ -244,7 +275,7 @@ def open_results(args: argparse.Namespace, config: SweepConfig) -> Tuple[Results
     """The results folder, its points already done and its previous manifest. A resumed folder is checked against
     this config before anything in it changes; then its damaged rows are set aside, each said on one line."""
     out = ResultsDir(args.output_dir or default_output_dir(config))
-    if args.resume and not out.manifest_json.is_file():
+    if args.resume and not (out.manifest_json.exists() or out.manifest_json.is_symlink()):
         if out.has_results():
             raise UserError(f"--resume: {out.path} holds results but no manifest.json, so what its rows were measured "
                             "with is unknown; use a new --output-dir")

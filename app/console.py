@@ -139,7 +139,7 @@ def _load(batch_size, request_rate, max_concurrency) -> str:
 def ci_text(row: Mapping[str, object]) -> str:
     """The mean latency's 95% interval as ± a share of it (`1.2%`), `*` where num_batches: auto did not converge."""
     low, high, mean = (row.get(k) for k in ("latency_ms_ci95_low", "latency_ms_ci95_high", "latency_ms_mean"))
-    if low in (None, "") or not mean:
+    if low in (None, "") or mean in (None, "") or not _float(mean):  # no interval, or none relative to a 0 ms mean
         return "-"
     return f"{(_float(high) - _float(low)) / 2 / _float(mean):.1%}" + ("*" if row.get("converged") == "false" else "")
 

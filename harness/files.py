@@ -35,13 +35,23 @@ def decode_utf8(data: bytes, where: str) -> str:
 def read_utf8(path: Path, kind: str) -> str:
     """The file at `path` as text; UserError naming it (and `kind`, what it was read as) when it cannot be read or is
     not UTF-8."""
+    return decode_utf8(read_file(path, kind), str(path))
+
+
+def read_file(path: Path, kind: str) -> bytes:
+    """The bytes of the regular file at `path`; UserError naming it when it is missing, a folder, a broken link or
+    something that is not a file at all (a FIFO would block the read forever, a device never end)."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise UserError(f"{path}: a link to {os.readlink(path)}, which does not exist")
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder, not a {kind} file")
+    if path.exists() and not path.is_file():
+        raise UserError(f"{path}: not a regular file (a pipe or a device), so not a {kind} file")
     try:
-        data = Path(path).read_bytes()
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a folder, not a {kind} file") from None
+        return path.read_bytes()
     except OSError as e:
         raise UserError(f"{path}: cannot read {kind} ({e.strerror})") from None
-    return decode_utf8(data, str(path))
 
 
 def writable_folder(path: Path, key: str) -> Path:
@@ -72,6 +82,8 @@ def load_json(text: str, where: str) -> Any:
         return json.loads(text, object_pairs_hook=unique_keys)
     except ValueError as e:
         raise UserError(f"{where}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise UserError(f"{where}: nested deeper than JSON here is read") from None
 
 
 def unique_keys(pairs: List[Tuple[str, Any]]) -> dict:

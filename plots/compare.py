@@ -172,8 +172,8 @@ def compare(base: Side, new: Side, metrics: Sequence[str], threshold: float) -> 
         for metric in metrics:
             column = SAMPLED[metric][0]
             b, n = base.rows[key][metric], new.rows[key][metric]
-            if pd.isna(b) or pd.isna(n) or b == 0:
-                continue  # e.g. TPOT of one-token outputs
+            if pd.isna(b) or pd.isna(n) or b == 0 or n == 0:
+                continue  # e.g. TPOT of one-token outputs: no ratio to a 0
             verdicts.append(judge(key, metric, float(b), float(n), _values(base, key, column),
                                   _values(new, key, column), threshold))
     for key in sorted(set(base.statuses) | set(new.statuses), key=lambda k: tuple(str(x) for x in k)):

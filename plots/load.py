@@ -17,6 +17,8 @@ from typing import List, Optional
 
 import pandas as pd
 
+from harness.errors import UserError
+from harness.files import read_file
 from harness.measure.columns.names import Q, R
 from harness.measure.columns.base import POINT_KEY
 from harness.measure.columns.readback import once_per_point, read_back
@@ -57,6 +59,10 @@ def results_csv_path(source: Path) -> Path:
     if not source.exists():
         raise PlotError(f"{source}: no such file or folder")
     path = source / "results.csv" if source.is_dir() else source
+    if path.is_dir():
+        raise PlotError(f"{path}: is a folder, not a results.csv file")
+    if path.exists() and not path.is_file():
+        raise PlotError(f"{path}: not a regular file (a pipe or a device), so not a results.csv")
     if not path.is_file():
         raise PlotError(f"{source}: no results.csv in this folder (is it a benchmark.py output folder?)")
     return path
@@ -77,8 +83,8 @@ def read_manifest(results_csv: Path) -> dict:
 def _manifest(path: Path, mtime_ns: int, size: int) -> dict:
     """One version of a manifest file (its time and size name it), read and judged once, however many charts ask."""
     try:
-        manifest = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError) as e:  # ValueError: not JSON, or not UTF-8
+        manifest = json.loads(read_file(path, "manifest").decode("utf-8"))
+    except (UserError, ValueError, RecursionError) as e:  # not a file, not UTF-8, not JSON, nested past reading
         print(f"warning: {path}: damaged ({str(e).splitlines()[0]}); hardware and model from results.csv only",
               file=sys.stderr)
         return {}

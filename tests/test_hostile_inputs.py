@@ -105,11 +105,11 @@ CONFIGS = {
                              "no hidden_size (model_type llama is sized by it; planning will not guess it); did you "
                              "mean 'hiden_size'?"),
     "a size that is text": (lambda c: c.update(hidden_size="big"), None,
-                            "hidden_size: must be a whole number >= 1, got 'big'"),
-    "no heads": (lambda c: c.update(num_attention_heads=0), None, "num_attention_heads: must be a whole number >= 1, "
+                            "hidden_size: must be a whole number in [1, 1048576], got 'big'"),
+    "no heads": (lambda c: c.update(num_attention_heads=0), None, "num_attention_heads: must be a whole number in [1, 16384], "
                                                                    "got 0"),
     "negative layers": (lambda c: c.update(num_hidden_layers=-3), None,
-                        "num_hidden_layers: must be a whole number >= 1, got -3"),
+                        "num_hidden_layers: must be a whole number in [1, 1024], got -3"),
     "a JSON list": (None, "[1, 2]", "expected a JSON object of config fields, got a list"),
     "not JSON": (None, '{"model_type": ', "not valid JSON (Expecting value: line 1 column 16 (char 15))"),
     "no model_type": (lambda c: c.pop("model_type"), None,
@@ -132,7 +132,7 @@ def test_a_model_folder_without_a_config_json(syn, tmp_path, capsys):
 
 def test_overrides_are_held_to_the_same_sizes(syn, capsys):
     assert main([str(syn), "model.overrides.num_hidden_layers=-3", "--plan"]) == 2
-    assert capsys.readouterr().err == "error: model.overrides.num_hidden_layers: must be a whole number >= 1, got -3\n"
+    assert capsys.readouterr().err == "error: model.overrides.num_hidden_layers: must be a whole number in [1, 1024], got -3\n"
 
 
 def test_folders_that_cannot_be_written_are_said_before_any_work(syn, tmp_path, capsys):

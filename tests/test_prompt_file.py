@@ -139,7 +139,7 @@ def test_file_level_errors(tmp_path):
     assert error_of(csv) == f"workload.prompts: {csv}: unsupported file type '.csv' (use .jsonl, .json or .txt)"
     folder = tmp_path / "folder.jsonl"
     folder.mkdir()
-    assert error_of(folder) == f"workload.prompts: {folder}: cannot read (Is a directory)"
+    assert error_of(folder) == f"workload.prompts: {folder}: is a folder, not a prompt file"
     latin = tmp_path / "latin.txt"
     latin.write_bytes(b"caf\xe9\n")
     assert error_of(latin) == f"workload.prompts: {latin}: not UTF-8 text (invalid continuation byte at byte 3)"

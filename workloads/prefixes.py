@@ -15,6 +15,7 @@ from typing import Callable, List, Optional, Tuple
 
 from harness.errors import UserError
 from harness.fields import is_int, opt
+from harness.files import read_utf8
 from harness.model.spec import ModelSpec
 from harness.model.tokenizer import load_tokenizer
 
@@ -58,10 +59,7 @@ def make_prefixes(p: PrefixOptions, filler: Callable[[Tuple[int, ...], int], Lis
         return []
     if p.text is None:
         return [filler((PREFIX_KEY, k), p.prefix_tokens) for k in range(p.num_prefixes)]
-    try:
-        text = Path(p.text).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"workload.prefix.text: {p.text}: cannot read it ({e})") from None
+    text = read_utf8(Path(p.text), "prefix text")
     ids = list(load_tokenizer(model)(text, add_special_tokens=False)["input_ids"])
     if len(ids) < p.prefix_tokens:
         raise UserError(f"workload.prefix.text: {p.text} has {len(ids)} tokens, fewer than prefix_tokens "

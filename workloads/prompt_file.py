@@ -24,7 +24,7 @@ from typing import Any, Iterator, List, Optional, Tuple
 
 from harness.errors import UserError, known_names
 from harness.fields import is_int
-from harness.files import unique_keys
+from harness.files import read_file, unique_keys
 from workloads.templates import Message, conversation_problem
 
 SUFFIXES = (".jsonl", ".json", ".txt")
@@ -83,12 +83,12 @@ def file_sha256(path: Path) -> str:
 
 
 def _read_bytes(path: Path, where: str) -> bytes:
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise UserError(f"{where}: no such file")
     try:
-        return path.read_bytes()
-    except OSError as error:
-        raise UserError(f"{where}: cannot read ({error.strerror or error})") from None
+        return read_file(path, "prompt")
+    except UserError as error:  # a folder, a broken link, a pipe
+        raise UserError(f"{where}: {str(error).split(': ', 1)[-1]}") from None
 
 
 def _decode(data: bytes, where: str) -> str:

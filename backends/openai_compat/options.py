@@ -102,6 +102,9 @@ class OpenAIOptions(BackendOptions):
         elif self.server_args:
             raise UserError(f"{key}.server_args: fills placeholders of {key}.command; a running server (base_url) "
                             "takes none")
+        if self.base_url is not None and self.startup_timeout_s != OpenAIOptions.startup_timeout_s:
+            raise UserError(f"{key}.startup_timeout_s: is how long a server the harness starts (command) may take; "
+                            "with base_url use connect_timeout_s")
         for name, allowed in (("endpoint", ENDPOINTS), ("extensions", EXTENSIONS)):
             if getattr(self, name) not in allowed:
                 raise UserError(f"{key}.{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")

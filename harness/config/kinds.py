@@ -102,9 +102,9 @@ def _scalar(hint: Any, value: Any, where: str, limits: Optional[Range]) -> None:
         if not limits.holds(value):
             raise UserError(f"{where}: must be {limits.words(integer=False)}, got {show(value)}")
     elif hint is str:
-        # YAML reads `label: 7` as a number; OmegaConf keeps it as the text "7", as written
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise UserError(f"{where}: expected a string, got {show(value)}")
+        if not isinstance(value, str):  # `label: 7` is a number in YAML: quoted, '7', it is the text
+            quote = f" (quote it: '{value}')" if is_number(value) else ""
+            raise UserError(f"{where}: expected a string, got {show(value)}{quote}")
         _sane(value, where)
         if isinstance(value, str) and any(_unreadable(ch) for ch in value):
             raise UserError(f"{where}: holds a control character or bytes that are not UTF-8, got {show(value)}")

@@ -74,6 +74,8 @@ def batch_sizes(parsed: ShapeKeys) -> Union[List[int], Literal["auto"], None]:
         else:
             check_schedule(parsed.stream, parsed.point_timeout_s)
         return None
+    if parsed.stream != StreamConfig():
+        raise UserError("stream: is read with scenario: stream; set scenario: stream, or remove the stream section")
     sizes = [parsed.batch_sizes] if is_int(parsed.batch_sizes) else parsed.batch_sizes
     if sizes is None:
         raise UserError("batch_sizes: required with scenario: batch, e.g. batch_sizes: [1, 8], or auto")

@@ -18,6 +18,8 @@ from harness.errors import UserError
 
 # The most values a document may hold once its aliases (`*name`) are expanded: every shipped YAML holds under 500.
 MAX_VALUES = 100_000
+# The deepest a document may nest lists and mappings: a config is a few levels deep (a grid of engine_args: 5).
+MAX_DEPTH = 64
 _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
 
@@ -69,12 +71,20 @@ StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _ma
 
 def parse(text: str) -> Any:
     """YAML text as data; yaml.YAMLError (with where the parser stopped) for text that is not valid YAML, holds a
-    key twice, or expands past MAX_VALUES."""
-    data = yaml.load(text, Loader=StrictLoader)  # noqa: S506: a SafeLoader subclass
-    size = _expanded_size(data, {})
-    if size > MAX_VALUES:
-        raise yaml.YAMLError(f"expands to more than {MAX_VALUES:,} values through its aliases (*name); write the "
-                             "values out, or use fewer aliases")
+    key twice or a control character, nests past MAX_DEPTH, or holds more than MAX_VALUES."""
+    bad = next((i for i, ch in enumerate(text) if _control(ch)), None)
+    if bad is not None:
+        line = text.count("\n", 0, bad) + 1
+        what = "a byte that is not UTF-8" if "\ud800" <= text[bad] <= "\udfff" else f"a control character ({text[bad]!r})"
+        raise yaml.YAMLError(f"holds {what} at line {line}; a config is plain UTF-8 text")
+    try:
+        data = yaml.load(text, Loader=StrictLoader)  # noqa: S506: a SafeLoader subclass
+    except RecursionError:
+        raise yaml.YAMLError(f"nested deeper than {MAX_DEPTH} levels") from None
+    if _deeper_than(data, MAX_DEPTH):
+        raise yaml.YAMLError(f"nested deeper than {MAX_DEPTH} levels")
+    if _expanded_size(data, {}) > MAX_VALUES:
+        raise yaml.YAMLError(f"holds more than {MAX_VALUES:,} values (each alias, *name, counted as written out)")
     return data
 
 
@@ -97,6 +107,28 @@ def yaml_reason(e: yaml.YAMLError) -> str:
     context, start = getattr(e, "context", None), getattr(e, "context_mark", None)
     since = f" ({context} from line {start.line + 1})" if context and start else ""
     return f"{where}: {problem}{since}" if problem else where
+
+
+def _control(ch: str) -> bool:
+    """A control character no config means (a tab and line ends aside), or a byte that was not UTF-8 on the command
+    line (kept by Python as a lone surrogate)."""
+    return (ord(ch) < 32 and ch not in "\t\n\r") or ch == "\x7f" or "\ud800" <= ch <= "\udfff"
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and mappings nest more than `limit` deep (walked no deeper than that, so never too deep itself;
+    an alias's object is walked once)."""
+    level, seen = [value], set()
+    for _ in range(limit + 1):
+        nested = []
+        for item in level:
+            if isinstance(item, (list, dict)) and id(item) not in seen:
+                seen.add(id(item))
+                nested.extend(item.values() if isinstance(item, dict) else item)
+        if not nested:
+            return False
+        level = nested
+    return True
 
 
 def _expanded_size(value: Any, sizes: Dict[int, float]) -> float:

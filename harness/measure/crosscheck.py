@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Dict, Optional, Sequence, Tuple
 
+from harness.files import read_file
 from harness.measure.records import PointResult, point_key
 from harness.plan.entry import EntryPlan
 
@@ -105,13 +106,13 @@ class TokenCrossCheck:
         if not self.path.exists():
             return {}
         tokens: Dict[Tuple, Tokens] = {}
-        for number, line in enumerate(self.path.read_bytes().split(b"\n"), start=1):
+        for number, line in enumerate(read_file(self.path, "tokens").split(b"\n"), start=1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line.decode("utf-8"))
                 tokens[tuple(row["key"])] = [list(map(int, t)) for t in row["token_ids"]]
-            except (ValueError, TypeError, KeyError):  # not UTF-8 or JSON, or not a row of this file
+            except (ValueError, TypeError, KeyError, RecursionError):  # not UTF-8, not JSON, not a row of this file
                 print(f"warning: {self.path} line {number}: damaged; left out (that point's tokens are not "
                       "compared)", file=sys.stderr)
         return tokens

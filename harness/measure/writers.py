@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from harness.errors import UserError
-from harness.files import MAX_NAME_CHARS, decode_utf8, writable_folder
+from harness.files import MAX_NAME_CHARS, decode_utf8, read_file, writable_folder
 from harness.measure.columns.base import POINT_KEY
 from harness.measure.columns.readback import ReadBack, once_per_point, read_back
 from harness.measure.columns.results import RESULTS
@@ -206,8 +206,8 @@ class ResultsDir:
         if not self.manifest_json.exists():
             return {}
         try:
-            manifest = json.loads(decode_utf8(self.manifest_json.read_bytes(), str(self.manifest_json)))
-        except ValueError as e:
+            manifest = json.loads(decode_utf8(read_file(self.manifest_json, "manifest"), str(self.manifest_json)))
+        except (ValueError, RecursionError) as e:
             raise UserError(f"--resume: {self.manifest_json} is damaged ({str(e).splitlines()[0]}), so what its rows "
                             "were measured with is unknown; use a new --output-dir") from None
         if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):

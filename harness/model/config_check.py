@@ -51,6 +51,7 @@ def check_config(fields: Mapping[str, Any], where: str) -> None:
         raise UserError(f"{where}: model_type: must be a family's name as text (e.g. \"llama\"), got "
                         f"{json.dumps(model_type)}")
     check_sizes(fields, lambda name: f"{where}: {name}")
+    _check_shapes(fields, where)
     text = fields.get("text_config")
     if isinstance(text, Mapping):  # a multimodal wrapper: its language model's sizes
         check_sizes(text, lambda name: f"{where}: text_config.{name}")
@@ -70,14 +71,58 @@ def check_config(fields: Mapping[str, Any], where: str) -> None:
                         f"not a multiple of num_key_value_heads ({kv_heads}): each KV head serves a whole group")
 
 
+# The most any sizing field may be, under planning's name: well past every model published (a 256K vocabulary, 160
+# layers, 10M positions), and short of what planning could not build even on the meta device (a billion-token
+# vocabulary takes this machine's memory, 100,000 layers minutes).
+MOST = {"vocab_size": 2**24, "num_hidden_layers": 2**10, "num_attention_heads": 2**14, "num_key_value_heads": 2**14,
+        "max_position_embeddings": 2**30}
+MOST_OTHERWISE = 2**20  # widths, head sizes, expert counts
+
+
 def check_sizes(fields: Mapping[str, Any], name_of: Callable[[str], str]) -> None:
     """Each sizing field `fields` states (not null) a whole number in range; UserError at `name_of(field)`."""
     for name, value in fields.items():
         if value is None or (name not in SIZES and name not in EXPERT_SIZES):
             continue
-        least = 1 if name in SIZES else 0
-        if not is_int(value) or value < least or value >= 2**63:
-            raise UserError(f"{name_of(name)}: must be a whole number >= {least}, got {value!r}")
+        least, most = 1 if name in SIZES else 0, MOST.get(_planning_name(name), MOST_OTHERWISE)
+        if not is_int(value) or not least <= value <= most:
+            raise UserError(f"{name_of(name)}: must be a whole number in [{least}, {most}], got {value!r}")
+
+
+def _planning_name(name: str) -> str:
+    """Planning's name for a family's own (`n_layer` is num_hidden_layers)."""
+    return next((planned for f in FAMILIES.values() for planned, own in f.aliases.items() if own == name), name)
+
+
+# Normalization epsilons: a positive number (a zero or negative one divides by nothing, or by less).
+EPSILONS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon")
+TOKEN_IDS = ("bos_token_id", "eos_token_id", "pad_token_id")
+
+
+def _check_shapes(fields: Mapping[str, Any], where: str) -> None:
+    """Fields whose wrong value builds a model that cannot run: an epsilon not above 0, a rope section not a
+    mapping."""
+    for name in EPSILONS:
+        value = fields.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise UserError(f"{where}: {name}: must be a number > 0, got {json.dumps(value)}")
+    for name in ("rope_scaling", "rope_parameters"):
+        value = fields.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise UserError(f"{where}: {name}: must be a mapping (e.g. {{\"rope_type\": \"linear\", \"factor\": 2.0}}) "
+                            f"or null, got {json.dumps(value)}")
+
+
+def check_token_ids(fields: Mapping[str, Any], where: str) -> None:
+    """Special token ids, where a user changes them or the vocabulary (model.overrides), are ids of the vocabulary:
+    0 to vocab_size - 1 (a config.json's own are the model's, as published)."""
+    vocab = fields.get("vocab_size")
+    for name in TOKEN_IDS:
+        value = fields.get(name)
+        ids = value if isinstance(value, list) else [value]
+        if value is not None and not all(is_int(i) and (not is_int(vocab) or 0 <= i < vocab) for i in ids):
+            raise UserError(f"{where}: {name} {json.dumps(value)} is not a token id of the vocabulary (0 to "
+                            f"{vocab - 1 if is_int(vocab) else 'vocab_size - 1'}, or a list of them)")
 
 
 def _check_flags(fields: Mapping[str, Any], family: Any, where: str) -> None:

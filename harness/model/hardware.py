@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import List, Optional
 
 from harness.config.gpus import gpu_table
+from harness.errors import UserError
+from harness.files import read_file
 
 # Triad arrays: 3 x 256 MiB of fp32, far beyond any CPU's last-level cache, so the triad streams from DRAM.
 TRIAD_ELEMENTS = 64 * 1024 * 1024
@@ -175,11 +177,17 @@ def entry_peaks(device: str, dtype: str, hardware, gpu_names: List[str], cache: 
 
 def cached_cpu_peaks(dtype: str, cache: Path) -> Peaks:
     """The probe's figures for `dtype`, measured once per results folder (a resumed sweep reuses them)."""
-    stored = json.loads(cache.read_text()) if cache.exists() else {}
-    if dtype not in stored:
+    try:
+        stored = json.loads(read_file(cache, "peaks").decode("utf-8")) if cache.exists() else {}
+        found = Peaks(**stored[dtype]) if isinstance(stored, dict) and isinstance(stored.get(dtype), dict) else None
+    except (UserError, ValueError, TypeError, RecursionError):  # a damaged cache is measured again, not read
+        stored, found = {}, None
+    if found is None:
+        stored = stored if isinstance(stored, dict) else {}
         stored[dtype] = asdict(measure_cpu_peaks(dtype))
         cache.write_text(json.dumps(stored, indent=2) + "\n")
-    return Peaks(**stored[dtype])
+        found = Peaks(**stored[dtype])
+    return found
 
 
 def available_bytes(device: str, num_devices: int = 1) -> int:

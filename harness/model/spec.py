@@ -16,7 +16,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from harness.config.sections import ModelConfig
 from harness.errors import UserError, did_you_mean, known_names
-from harness.model.config_check import check_config, check_sizes, read_config_json
+from harness.model.config_check import TOKEN_IDS, check_config, check_sizes, check_token_ids, read_config_json
 from harness.model import config_json as config_view
 from harness.model.config_json import ConfigView
 from harness.model.quantized import Quantized, bytes_per_weight, dequantize_bytes_per_weight, weights_bytes
@@ -261,9 +261,14 @@ def _with_overrides(preset_config, source: str, overrides: dict, key: str):
     if not overrides:
         return preset_config
     check_sizes(overrides, lambda name: f"{key}.overrides.{name}")
-    if "model_type" in overrides:
-        raise UserError(f"{key}.overrides.model_type: a model's family is its own, not an override; point "
-                        f"{key}.name_or_path (or preset) at a model of that family")
+    for name in ("model_type", "architectures"):
+        if name in overrides:
+            raise UserError(f"{key}.overrides.{name}: a model's family is its own, not an override; point "
+                            f"{key}.name_or_path (or preset) at a model of that family")
+    for name in ("torch_dtype", "dtype"):
+        if name in overrides:
+            raise UserError(f"{key}.overrides.{name}: the sweep's dtype is {key}.dtype (bf16, fp16 or fp32); set it "
+                            "there")
     for name in overrides:
         if not hasattr(preset_config, name):
             fields = sorted(preset_config.to_dict())
@@ -276,6 +281,8 @@ def _with_overrides(preset_config, source: str, overrides: dict, key: str):
     fields, _ = preset_config.get_config_dict(source)
     merged = _merge(fields, overrides)
     check_config(merged, f"{key}.overrides")  # the sizes together, as config.json's are checked
+    if any(name in overrides for name in ("vocab_size", *TOKEN_IDS)):  # its special tokens still in its vocabulary
+        check_token_ids(merged, f"{key}.overrides")
     try:
         return type(preset_config).from_dict(merged)
     except Exception as e:  # the config class's own checks (heads not dividing hidden_size, a rope type it lacks)

@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 
 from harness.config.sections import ModelConfig
 from harness.errors import UserError
+from harness.files import read_utf8
 from harness.model.spec import PRESETS_DIR, ModelSpec
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
@@ -53,9 +54,9 @@ def text_token_ids(model: ModelSpec, path: str, max_tokens: int) -> Tuple[int, .
     """The first `max_tokens` ids of a text file as the model's tokenizer encodes it (special tokens included, as
     perplexity is usually measured: a BOS where the tokenizer adds one)."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"quality.text: cannot read {path!r} as UTF-8 text ({e})") from None
+        text = read_utf8(Path(path), "text")
+    except UserError as e:
+        raise UserError(f"quality.text: {e}") from None
     ids = tuple(load_tokenizer(model)(text)["input_ids"][:max_tokens])
     if len(ids) < 2:
         raise UserError(f"quality.text: {path!r} holds {len(ids)} token(s); perplexity needs at least 2")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from harness.errors import UserError
+from harness.files import read_file
 from harness.model.hardware import Peaks
 
 DECODE, PREFILL = "decode", "prefill"
@@ -132,10 +133,12 @@ ReadCsv = Callable[[Path], Tuple[Optional[List[str]], List[Dict[str, str]]]]
 def read_folder(folder: Path, read_csv: ReadCsv) -> List[Dict[str, str]]:
     """results.csv's rows; a folder without one, or without the columns the fractions need, is a UserError."""
     path = folder / "results.csv"
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise UserError(f"--calibrate: {folder} has no results.csv; give results folders (results/RUN)")
-    header, rows = read_csv(path)
-    missing = [c for c in NEEDED if c not in (header or [])]
+    header, rows = read_csv(path)  # a folder, a pipe, a broken link: one line naming it
+    if header is None:
+        raise UserError(f"--calibrate: {path}: empty, or not even its header is whole")
+    missing = [c for c in NEEDED if c not in header]
     if missing:
         raise UserError(f"--calibrate: {path} lacks column(s) {', '.join(missing)}; needs a results folder "
                         "written with MBU and MFU (peaks known: docs/measurement.md)")
@@ -167,10 +170,10 @@ def _probed_peaks(folder: Path) -> Dict[str, Peaks]:
     if not path.is_file():
         return {}
     try:
-        stored = json.loads(path.read_text())
+        stored = json.loads(read_file(path, "peaks").decode("utf-8"))
         return {dtype: Peaks(float(p["memory_bandwidth_gbps"]), float(p["tflops"]), f"{p['source']} ({path})")
                 for dtype, p in stored.items()}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+    except (UserError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
         raise UserError(f"--calibrate: {path} is damaged ({type(e).__name__}: {e}); delete it and its folder's "
                         "peaks are probed again on a resume, or calibrate from another folder") from None
 

@@ -43,7 +43,7 @@ def run_agent(endpoint: str, node_rank: Optional[int], join_timeout_s: float, lo
         raise UserError(f"--node-rank: node 0 runs the sweep itself; an agent needs its node rank, 1 or more "
                         f"(or {', '.join(NODE_RANK_VARS)} set), got {rank}")
     host, _, port = endpoint.rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise UserError(f"--node-agent: {endpoint!r} is not HOST:PORT (node 0's cluster.rendezvous)")
     # c10d logs every store wait that times out (one every WAIT_CMD_S) and every connection retry: noise in the
     # agent's output and around its one-line errors. Read when torch loads; its ranks get the user's own level back.

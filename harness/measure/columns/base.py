@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -42,11 +43,8 @@ class Column:
             return None if not self.words or cell in self.words else f"{cell!r} is not one of {', '.join(self.words)}"
         if self.unit in FLAG_WORDS:
             return None if cell in FLAG_WORDS[self.unit] else f"{cell!r} is not {self.kind_words()}"
-        try:
-            value = int(cell) if self.integer else float(cell)
-        except ValueError:
-            value = None
-        if value is None or math.isnan(value) or (math.isinf(value) and not self.infinite) or \
+        value = _number(cell, self.integer)
+        if value is None or (math.isinf(value) and not self.infinite) or abs(value) >= 2**63 and self.integer or \
                 (value < (1 if self.integer else 0) and not self.signed):
             return f"{cell!r} is not {self.kind_words()}"
         return None
@@ -96,6 +94,18 @@ SHARE, RATIO, COUNT, INDEX, PERCENT = "share 0-1", "ratio", "count", "index", "%
 WATTS, JOULES, JOULES_PER_TOKEN, KWH_PER_M_TOKENS = "W", "J", "J/token", "kWh/1M tokens"
 PRICE_PER_M_TOKENS = "currency/1M tokens"  # hardware.cost_per_hour's currency, whichever it is
 TEXT = ""
+# A number as the writers write one: ASCII digits, an optional sign, point and exponent, or inf (Python's int() and
+# float() also take `2_0`, `٢` and `２`, which no writer writes).
+_INTEGER = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?inf")
+
+
+def _number(cell: str, integer: bool) -> Optional[float]:
+    if not (_INTEGER if integer else _DECIMAL).fullmatch(cell):
+        return None
+    return float(cell)
+
+
 # Flags: the words each flag column's unit allows (an empty cell aside).
 FLAG_WORDS = {"true/false": ("true", "false"), "True/False": ("True", "False"), "true/blank": ("true",),
               "0/1": ("0", "1")}
