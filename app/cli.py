@@ -43,7 +43,8 @@ from workloads.base import Workload
 from workloads.registry import WORKLOADS, build_workload
 
 SCHEDULER_NODES = 4096  # room for any entry until each template's job is checked against its own nodes
-AGENT_JOIN_TIMEOUT_S = 600.0  # an agent may start well before node 0 has planned and opened its rendezvous
+AGENT_JOIN_TIMEOUT_S = 600.0
+MAX_NOTES = 5  # damaged rows said one by one on resume; past these, counted  # an agent may start well before node 0 has planned and opened its rendezvous
 
 
 class _Parser(argparse.ArgumentParser):
@@ -155,10 +156,15 @@ def _seconds(text: str) -> float:
 def parse_args(argv: List[str]) -> argparse.Namespace:
     args = build_parser().parse_intermixed_args(argv)
     # --calibrate takes every word after it: the key=value overrides among them are overrides, not folders.
-    args.overrides += [str(p) for p in args.calibrate or () if "=" in p.name]
-    args.calibrate = [p for p in args.calibrate or () if "=" not in p.name] or None
+    args.overrides += [str(p) for p in args.calibrate or () if _is_override(p)]
+    args.calibrate = [p for p in args.calibrate or () if not _is_override(p)] or None
     _check_modes(args)
     return args
+
+
+def _is_override(word: Path) -> bool:
+    """A word after --calibrate that is a key=value override, not a folder (a folder may have `=` in its name)."""
+    return "=" in word.name and not word.is_dir()
 
 
 def _check_modes(args: argparse.Namespace) -> None:
@@ -284,8 +290,11 @@ def open_results(args: argparse.Namespace, config: SweepConfig) -> Tuple[Results
     previous = out.read_manifest() if args.resume or out.manifest_json.exists() else {}
     check_resumable(previous, config, out.path)
     done = out.open(args.resume)
-    for note in out.set_aside:  # a cut write's partial row, kept aside as found
+    for note in out.set_aside[:MAX_NOTES]:  # a cut write's partial row, kept aside as found
         print(f"warning: --resume: {note}", file=sys.stderr)  # one line, however long: not wrapped
+    if len(out.set_aside) > MAX_NOTES:
+        print(f"warning: --resume: {len(out.set_aside) - MAX_NOTES} more damaged rows set aside (the .damaged files "
+              "hold each, after a line saying where it was)", file=sys.stderr)
     return out, done, previous
 
 

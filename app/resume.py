@@ -32,6 +32,10 @@ def check_resumable(previous: dict, config: SweepConfig, path: Path) -> None:
     if not previous:
         return
     before, now = previous["config"], to_plain(config)
+    for key, kind in (("backends", list), ("model", dict), ("models", list), ("stream", dict)):
+        if before.get(key) is not None and not isinstance(before[key], kind):
+            raise UserError(f"--resume: {path}/manifest.json is damaged (its config's {key} is not a {kind.__name__}), "
+                            "so what its rows were measured with is unknown; use a new --output-dir")
     changed = next(_changes(SweepYaml, before, now, ""), None) or _entry_change(before, now, config)
     if changed is not None:
         key, old, new = changed

@@ -96,6 +96,10 @@ def judge(key: tuple, metric: str, base_value: float, new_value: float, base: Se
 def read_side(folder: Path, backend: Optional[str] = None, name: Optional[str] = None) -> Side:
     """A results folder's batch points (of one backend entry, when given) and their samples.csv rows."""
     table = load.to_numbers(load.read_results(folder))
+    if not (table[R.scenario] == load.BATCH).any():
+        raise PlotError(f"{folder}: no batch points: compare judges batch points by their per-batch samples; a "
+                        "stream sweep's points are compared in a report over both folders (python -m plots A B --out "
+                        "DIR)")
     table = table[table[R.scenario] == load.BATCH]
     if backend is not None:
         if backend not in set(table[R.backend]):
@@ -107,8 +111,8 @@ def read_side(folder: Path, backend: Optional[str] = None, name: Optional[str] =
         raise PlotError(f"{folder}: no samples.csv beside results.csv: the per-batch samples decide significance")
     found = load.read_checked(samples_path, SAMPLES)
     if found is None:
-        raise PlotError(f"{samples_path}: not even its header is whole (said above): the per-batch samples decide "
-                        "significance")
+        state = "empty" if samples_path.stat().st_size == 0 else "damaged: not even its header is whole"
+        raise PlotError(f"{samples_path}: {state}; the per-batch samples decide significance")
     samples = load.to_numbers(found)
     samples["tokens_per_s"] = samples[S.output_tokens].astype(float) / (samples[S.latency_ms] / 1e3)
     match = [c for c in MATCH_COLUMNS if backend is None or c != R.backend]

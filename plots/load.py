@@ -20,7 +20,7 @@ import pandas as pd
 from harness.errors import UserError
 from harness.files import read_file
 from harness.measure.columns.names import Q, R
-from harness.measure.columns.base import POINT_KEY
+from harness.measure.columns.base import ROW_KEYS
 from harness.measure.columns.readback import once_per_point, read_back
 from harness.measure.columns.results import RESULTS
 from harness.measure.columns.rows import REQUESTS
@@ -123,8 +123,8 @@ def read_checked(path: Path, declared) -> Optional[pd.DataFrame]:
     """A results folder's CSV as text columns, its sound rows only (each damaged one said on stderr, left out);
     None when not even its header is whole (the damage said too)."""
     found = read_back(path, declared)
-    if declared is RESULTS:
-        found = once_per_point(found, POINT_KEY)
+    if path.name in ROW_KEYS:
+        found = once_per_point(found, ROW_KEYS[path.name])
     missing = [c for c in REQUIRED_COLUMNS if found.header is not None and declared is RESULTS
                and c not in found.header]
     if missing:  # another file given as results.csv: one line, not a warning per row

@@ -102,7 +102,7 @@ def stream_result():
                                    token_gaps_s=(0.05,) * 7, queued_s=0.01, cached_tokens=4, conversation=0,
                                    turn=i + 1)
                      for i in range(3))
-    server = ServerSeries((0.0, 1.0), {name: (0.0, 2.0) for name in SERVER_SERIES})
+    server = ServerSeries((0.0, 1.0), {name: (0.0, 0.5 if name == "kv_cache_usage" else 2.0) for name in SERVER_SERIES})
     timing = StreamTiming(100.0, 103.0, requests, spec=SpecCounts(4, 8, 5), server=server)
     return PointResult(CONTEXT, SweepPoint(16, 8, None, "random", 2.0, 4), "ok", stream=timing,
                        slo=SLO(500.0, 50.0, 90.0))

@@ -102,6 +102,8 @@ class GenerateEngine(Backend[GenerateOptionsT]):
 
     @classmethod
     def unsupported(cls, options: GenerateOptionsT, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
+        if options.attn_implementation.startswith("flash_attention") and resolve_device(options.device) != "cuda":
+            return f"attn_implementation: {options.attn_implementation} is a CUDA kernel; this entry runs on the CPU"
         return (super().unsupported(options, scenario, model) or cls._attention_unsupported(options, scenario, model)
                 or quantization.unsupported(options.quantization, resolve_device(options.device),
                                             model.dtype if model is not None else None))

@@ -35,7 +35,7 @@ from harness.model import weights
 from harness.model.hardware import cuda_device_count, usable_cpus
 from harness.model.memory import MemoryEstimate, estimate_point
 from harness.model.spec import ModelSpec
-from harness.plan.points import SweepShape
+from harness.plan.points import SweepPoint, SweepShape
 
 if TYPE_CHECKING:  # imported where used: planning reads this module without torch
     import torch
@@ -127,6 +127,20 @@ class DeepSpeedBackend(DeepSpeedEngine[DeepSpeedOptions]):
         if "OMP_NUM_THREADS" not in os.environ:  # torchrun would pin every rank to 1 thread; share the cores instead
             env["OMP_NUM_THREADS"] = str(max(1, usable_cpus() // placement.ranks_per_node))
         return env
+
+    @classmethod
+    def unsupported(cls, options: DeepSpeedOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
+        """What the options cannot run, known before any rank starts (--dry-run says it)."""
+        if options.replace_with_kernel_inject and resolve_device(options.device) != "cuda":
+            return "replace_with_kernel_inject needs DeepSpeed's CUDA kernels; this entry runs on the CPU"
+        return super().unsupported(options, scenario, model)
+
+    @classmethod
+    def point_unsupported(cls, options: DeepSpeedOptions, point: SweepPoint) -> Optional[str]:
+        longest = point.input_length + point.output_length
+        if options.max_tokens is not None and longest > options.max_tokens:
+            return f"input + output = {longest} tokens exceeds DeepSpeed's max_tokens ({options.max_tokens})"
+        return super().point_unsupported(options, point)
 
     @classmethod
     def estimate_memory(cls, options: DeepSpeedOptions, model: ModelSpec, batch_size: int, input_length: int,

@@ -12,6 +12,7 @@ from harness.errors import UserError
 
 BUILT_IN = ("python", "port", "model_dir", "checkpoint_dir")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+NEAR_PLACEHOLDER = re.compile(r"\{[\w.\-]+\}")  # what reads as one: a word in braces
 
 
 def placeholders(command: str) -> List[str]:
@@ -21,6 +22,11 @@ def placeholders(command: str) -> List[str]:
 
 def check_server_args(key: str, command: str, server_args: Dict[str, Any]) -> None:
     """Every placeholder is filled and every server_args key is used; a UserError naming the key otherwise."""
+    near = next((m.group(0) for m in NEAR_PLACEHOLDER.finditer(command) if not PLACEHOLDER.fullmatch(m.group(0))),
+                None)
+    if near is not None:  # `{0}`, `{a.b}`: meant as a placeholder, but none is named so (JSON's braces hold quotes)
+        raise UserError(f"{key}.command: {near} is not a placeholder: a placeholder is {{NAME}}, letters, digits and "
+                        "_ starting with a letter or _")
     names = placeholders(command)
     for name in server_args:
         if name in BUILT_IN:

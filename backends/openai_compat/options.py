@@ -87,8 +87,9 @@ class OpenAIOptions(BackendOptions):
                 parsed.port  # noqa: B018: urllib checks the port's range when it is read
             except ValueError as e:
                 raise UserError(f"{key}.base_url: {self.base_url!r} is not a URL ({e})") from None
-            if not parsed.hostname:
-                raise UserError(f"{key}.base_url: {self.base_url!r} names no host")
+            if not parsed.hostname or parsed.port == 0 or parsed.query or parsed.fragment:
+                raise UserError(f"{key}.base_url: {self.base_url!r} is not a server's address (scheme://host:port, "
+                                "optionally /v1: no port 0, query or fragment)")
         if self.command is not None:
             try:
                 words = shlex.split(self.command)

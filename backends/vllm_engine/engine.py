@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional
 from backends.base import Backend, Placement, resolve_device
 import backends.vllm_engine.quantization as vllm_quantization
 from backends.vllm_engine.architectures import removed_architecture
+from backends.vllm_engine.limits import heads_unsplit, options_bound
 from backends.vllm_engine.options import CPU_KV_CACHE_DEFAULT_BYTES, SCHEDULER_ARGS, VLLMOptions, split_cores
 from backends.vllm_engine.speculative import SPEC_METHODS, spec_totals, speculative_config
 from backends.vllm_engine.stream import AsyncEngine
@@ -59,21 +60,12 @@ class VLLMBackend(Backend[VLLMOptions]):
 
     @classmethod
     def point_unsupported(cls, options: VLLMOptions, point: SweepPoint) -> Optional[str]:
-        """What the options themselves bound, known before any engine loads (--dry-run says it): a batch past
-        max_num_seqs, a sequence past max_model_len. The KV cache's own bound is known once it is built
-        (`cannot_run`)."""
-        batch = point.batch_size
-        if options.max_num_seqs is not None and batch is not None and batch > options.max_num_seqs:
-            return f"vLLM runs at most {options.max_num_seqs} sequences at once (max_num_seqs)"
-        longest = point.input_length + point.output_length
-        if options.max_model_len is not None and longest > options.max_model_len:
-            return (f"{point.input_length} + {point.output_length} = {longest} tokens is longer than max_model_len "
-                    f"({options.max_model_len})")
-        return None
+        return options_bound(options, point)
 
     @classmethod
     def unsupported(cls, options: VLLMOptions, scenario: str, model: Optional[ModelSpec]) -> Optional[str]:
         reason = (super().unsupported(options, scenario, model) or (model and removed_architecture(model))
+                  or (model and heads_unsplit(model, options.tp_size))
                   or ray_unsupported(options)
                   or vllm_quantization.unsupported(options.quantization, resolve_device(options.device), model,
                                                    options.enforce_eager))
@@ -335,3 +327,4 @@ def ray_unsupported(options: VLLMOptions) -> Optional[str]:
     if importlib.util.find_spec("ray") is None:
         return "distributed_executor_backend: ray needs the ray package (vLLM's GPU build brings it: pip install ray)"
     return None
+

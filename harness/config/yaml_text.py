@@ -120,7 +120,7 @@ def _deeper_than(value: Any, limit: int) -> bool:
     an alias's object is walked once)."""
     level, seen = [value], set()
     for _ in range(limit + 1):
-        nested = []
+        nested: list = []
         for item in level:
             if isinstance(item, (list, dict)) and id(item) not in seen:
                 seen.add(id(item))

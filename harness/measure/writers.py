@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from harness.errors import UserError
 from harness.files import MAX_NAME_CHARS, decode_utf8, read_file, writable_folder
-from harness.measure.columns.base import POINT_KEY
+from harness.measure.columns.base import ROW_KEYS
 from harness.measure.columns.readback import ReadBack, once_per_point, read_back
 from harness.measure.columns.results import RESULTS
 from harness.measure.columns.rows import REQUESTS, SAMPLES, SERVER_METRICS
@@ -261,9 +261,9 @@ def read_rows(path: Path) -> List[Dict[str, str]]:
 
 
 def _read(path: Path) -> ReadBack:
-    """`path` read back against its declarations; in results.csv, a second row of one point is damage too."""
+    """`path` read back against its declarations; a second row of one point (or batch, or request) is damage too."""
     found = read_back(path, DECLARED.get(path.name, {}))
-    return once_per_point(found, POINT_KEY) if path.name == "results.csv" else found
+    return once_per_point(found, ROW_KEYS[path.name]) if path.name in ROW_KEYS else found
 
 
 def _set_aside_damage(path: Path, columns: List[str]) -> List[str]:

@@ -116,13 +116,13 @@ def _check_shapes(fields: Mapping[str, Any], where: str) -> None:
 def check_token_ids(fields: Mapping[str, Any], where: str) -> None:
     """Special token ids, where a user changes them or the vocabulary (model.overrides), are ids of the vocabulary:
     0 to vocab_size - 1 (a config.json's own are the model's, as published)."""
-    vocab = fields.get("vocab_size")
+    vocab: int = fields["vocab_size"] if is_int(fields.get("vocab_size")) else 2**63
     for name in TOKEN_IDS:
         value = fields.get(name)
-        ids = value if isinstance(value, list) else [value]
-        if value is not None and not all(is_int(i) and (not is_int(vocab) or 0 <= i < vocab) for i in ids):
+        ids: list = value if isinstance(value, list) else [value]
+        if value is not None and not all(is_int(i) and 0 <= i < vocab for i in ids):
             raise UserError(f"{where}: {name} {json.dumps(value)} is not a token id of the vocabulary (0 to "
-                            f"{vocab - 1 if is_int(vocab) else 'vocab_size - 1'}, or a list of them)")
+                            f"{vocab - 1}, or a list of them)")
 
 
 def _check_flags(fields: Mapping[str, Any], family: Any, where: str) -> None:

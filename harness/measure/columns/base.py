@@ -29,6 +29,7 @@ class Column:
     infinite: bool = False  # may be inf: a burst's offered rate
     words: Tuple[str, ...] = ()  # a text column's only values (status, scenario), empty cells aside
     required: bool = False  # never empty on a row: which entry, what became of the point
+    beyond_one: bool = False  # a share that may pass 1: MBU and MFU against peaks that are wrong (the report warns)
 
     def accepts(self, cell: str) -> bool:
         """Whether a cell read back from a file is a value of this column (`problem` says why not)."""
@@ -45,7 +46,7 @@ class Column:
             return None if cell in FLAG_WORDS[self.unit] else f"{cell!r} is not {self.kind_words()}"
         value = _number(cell, self.integer)
         if value is None or (math.isinf(value) and not self.infinite) or abs(value) >= 2**63 and self.integer or \
-                (value < (1 if self.integer else 0) and not self.signed):
+                (value < (1 if self.integer else 0) and not self.signed) or (self.unit == SHARE and value > 1 and not self.beyond_one):
             return f"{cell!r} is not {self.kind_words()}"
         return None
 
@@ -56,6 +57,8 @@ class Column:
         if self.integer:
             return f"a whole number ({self.unit}) of 1 or more"
         kind = "a number" if self.infinite else "a finite number"
+        if self.unit == SHARE and not self.beyond_one:
+            return f"{kind} ({self.unit}) in [0, 1]"
         return f"{kind} ({self.unit})" + ("" if self.signed else " of 0 or more")
 
 
@@ -181,6 +184,10 @@ POINT_DECLARED = [
 # What names a point in every file: which entry and which point. Two rows of results.csv with the same cells here
 # are one point measured twice, which no sweep writes (columns/readback.py, once_per_point).
 POINT_KEY = tuple(c.name for c in CONTEXT_DECLARED + POINT_DECLARED)
+# What names a row in each file: a point in results.csv, a point's timed batch in samples.csv, its request in
+# requests.csv. A second row of one key is damage, never a second measurement.
+ROW_KEYS = {"results.csv": POINT_KEY, "samples.csv": POINT_KEY + ("batch_index",),
+            "requests.csv": POINT_KEY + ("request_index",)}
 
 
 def leading(scenario: str) -> List[Column]:

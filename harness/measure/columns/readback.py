@@ -118,8 +118,9 @@ def _damage(raw: str, fields: List[str], header: List[str], declared: Mapping[st
         return "cut short (the file ends inside this row: its write did not finish)"
     if _has_bad_bytes(raw):
         return "holds bytes that are not UTF-8"
-    if "\0" in raw:
-        return "holds a NUL byte"
+    control = next((ch for ch in raw if ord(ch) < 32 and ch not in "\t\r\n" or ch == "\x7f"), None)
+    if control is not None:  # no writer writes one: a NUL, an escape sequence is damage
+        return f"holds a control character ({control!r})"
     if len(fields) != len(header):
         return f"{len(fields)} of {len(header)} fields"
     for name, cell in zip(header, fields):

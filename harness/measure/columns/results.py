@@ -245,13 +245,13 @@ ROOFLINE_DECLARED = [
            f"context included). {ROOFLINE}", ROOFLINE_WHERE),
     Column("decode_bandwidth_gbps", GBPS, f"`decode_bytes_per_step` / mean TPOT. {ROOFLINE}", ROOFLINE_WHERE),
     Column("mbu", SHARE, f"Memory bandwidth utilization: `decode_bandwidth_gbps` / peak bandwidth. {ROOFLINE}",
-           ROOFLINE_WHERE),
+           ROOFLINE_WHERE, beyond_one=True),
     Column("prefill_bytes", BYTES, "Bytes a batch's prefill moves: weights read + prompt tokens x KV bytes per "
            f"token; the mean over the timed batches. {ROOFLINE}", ROOFLINE_WHERE),
     Column("prefill_flops", FLOP, "FLOPs of a batch's prefill: body matmuls per prompt token, the head per "
            f"sequence, causal attention; the mean over the timed batches. {ROOFLINE}", ROOFLINE_WHERE),
     Column("prefill_tflops", TFLOPS, f"`prefill_flops` / mean TTFT. {ROOFLINE}", ROOFLINE_WHERE),
-    Column("mfu", SHARE, f"Model FLOP/s utilization: `prefill_tflops` / `peak_tflops`. {ROOFLINE}", ROOFLINE_WHERE),
+    Column("mfu", SHARE, f"Model FLOP/s utilization: `prefill_tflops` / `peak_tflops`. {ROOFLINE}", ROOFLINE_WHERE, beyond_one=True),
     Column("roofline_latency_ms", MS, "Lower bound on a batch's latency from the two peaks: the prefill and each "
            f"decode step at the slower of bytes / bandwidth and FLOPs / FLOP/s. {ROOFLINE}", ROOFLINE_WHERE),
     Column("roofline_ratio", RATIO, "`latency_ms_mean` / `roofline_latency_ms`; below 1 a peak or a formula is "
