@@ -3,10 +3,12 @@ declared kind, with the key's full path in the one-line error.
 
 What each field is comes from its declaration alone (its type hint and `opt`'s range, harness/fields.py): a mapping
 (a nested section, or `Dict`), a list (and each item's kind), a strict bool (`true`/`false`, never 2 or "yes"), an
-integer, a finite number (NaN never; infinity only where the range allows it) within its range and unit, a string.
-So a new key is checked by being declared. `Any` fields are read by their section's own code (a list or `auto`, an
-engine's options picked by name), which checks them; here only NaN is refused inside them, which no key means.
-Cross-field checks stay with their sections (harness/config/sweep.py's `validate`).
+integer of at most 64 bits, a finite number (NaN never; infinity only where the range allows it) within its range
+and unit, a string (text only, not empty unless its default is, no control character). So a new key is checked by
+being declared. `Any` fields are read by their section's own code (a list or `auto`, an engine's options picked by
+name), which checks them; here only what no key means is refused inside them (NaN, an integer past 64 bits), and a
+mapping where the default is a list (or the reverse). Cross-field checks stay with their sections
+(harness/config/sweep.py's `validate`).
 """
 
 from __future__ import annotations
