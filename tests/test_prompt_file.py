@@ -100,9 +100,9 @@ BAD_JSONL = [
     ('{"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}\n',
      "line 1: messages[1] is from 'user' where 'assistant' was expected (after an optional leading system "
      "message, roles alternate user, assistant, user, ...)"),
-    ('{"prompt": "a", "max_tokens": 0}\n', 'line 1: "max_tokens" must be a positive integer, got 0'),
-    ('{"prompt": "a", "max_tokens": "64"}\n', 'line 1: "max_tokens" must be a positive integer, got "64"'),
-    ('{"prompt": "a", "max_tokens": 1.5}\n', 'line 1: "max_tokens" must be a positive integer, got 1.5'),
+    ('{"prompt": "a", "max_tokens": 0}\n', 'line 1: "max_tokens" must be a positive integer below 2^31, got 0'),
+    ('{"prompt": "a", "max_tokens": "64"}\n', 'line 1: "max_tokens" must be a positive integer below 2^31, got "64"'),
+    ('{"prompt": "a", "max_tokens": 1.5}\n', 'line 1: "max_tokens" must be a positive integer below 2^31, got 1.5'),
     ('{"prompt": "a", "max_tokens": true}\n', 'line 1: "max_tokens" must be a positive integer, got true'),
 ]
 

@@ -161,8 +161,8 @@ def _message(item: Any, index: int, at: str) -> Message:
 def _max_tokens(value: Any, at: str) -> Optional[int]:
     if value is None:
         return None
-    if not is_int(value) or value < 1:
-        raise UserError(f'{at}: "max_tokens" must be a positive integer, got {json.dumps(value)}')
+    if not is_int(value) or not 1 <= value < 2**31:  # a cap on one answer's tokens: no model writes 2^31
+        raise UserError(f'{at}: "max_tokens" must be a positive integer below 2^31, got {json.dumps(value)}')
     return value
 
 
