@@ -103,7 +103,7 @@ BAD_JSONL = [
     ('{"prompt": "a", "max_tokens": 0}\n', 'line 1: "max_tokens" must be a positive integer below 2^31, got 0'),
     ('{"prompt": "a", "max_tokens": "64"}\n', 'line 1: "max_tokens" must be a positive integer below 2^31, got "64"'),
     ('{"prompt": "a", "max_tokens": 1.5}\n', 'line 1: "max_tokens" must be a positive integer below 2^31, got 1.5'),
-    ('{"prompt": "a", "max_tokens": true}\n', 'line 1: "max_tokens" must be a positive integer, got true'),
+    ('{"prompt": "a", "max_tokens": true}\n', 'line 1: "max_tokens" must be a positive integer below 2^31, got true'),
 ]
 
 
