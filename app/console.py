@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from app.console_validity import print_validity, validity_text
 from harness.measure.metrics import SLIP_WARN_MS
 from harness.model.hardware import Machine
 from harness.model.memory import GiB
@@ -163,13 +164,14 @@ def point_line(row: Dict[str, object]) -> str:
         return (f"{head} ok  ttft p50 {_num(row['ttft_ms_p50'])} / p99 {_num(row['ttft_ms_p99'])} ms  "
                 f"tpot p50 {_num(row.get('tpot_ms_p50'), '.2f')} ms  e2e p99 {_num(row['e2e_ms_p99'])} ms  "
                 f"{_num(row['achieved_request_rate'], '.2f')} req/s  goodput {_num(row['goodput'], '.2f')} req/s "
-                f"(SLO met by {_num(_float(row['slo_attainment']) * 100, '.0f')}%)" + _failed(row))
+                f"(SLO met by {_num(_float(row['slo_attainment']) * 100, '.0f')}%)" + _failed(row)
+                + validity_text(row))
     line = (f"{head} ok  latency {_num(row['latency_ms_mean'])} ms ±{ci_text(row)} ({row['num_batches']} batches)  "
             f"ttft {_num(row['ttft_ms_mean'])} ms  "
             f"tpot {_num(row.get('tpot_ms_mean'), '.2f')} ms  {_num(row['throughput_tokens_per_s'])} tok/s")
     if row.get("spec_method"):
         line += f"  acceptance {_num(row['acceptance_rate'], '.2f')}  speed-up {_num(row['speedup_vs_baseline'], '.2f')}x"
-    return line
+    return line + validity_text(row)
 
 
 def with_model_names(rows: List[Dict[str, str]]) -> List[Dict[str, str]]:
@@ -250,6 +252,7 @@ def print_summary(rows: List[Dict[str, str]]) -> None:
     speculative = [r for r in rows if r.get("spec_method") and r.get("search") != "result"]
     if speculative:
         _spec_summary(speculative)
+    print_validity(console, rows, _load)
 
 
 def _spec_summary(rows: List[Dict[str, str]]) -> None:

@@ -90,6 +90,7 @@ def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[
     lines += memory_lines(table)
     lines += stream_lines(data.of_scenario(table, STREAM))
     lines += spec_lines(table)
+    lines += validity_lines(table)
     lines += dropped_lines(table)
     lines += chart_lines(charts, out_dir)
     return "\n".join(lines).rstrip() + "\n"
@@ -159,6 +160,26 @@ def unsettled_lines(batch: pd.DataFrame) -> List[str]:
              f"({int(r[R.num_batches])} batches)" for _, r in rows.iterrows()]
     return [f"**Not converged** (stop.max_batches reached before the mean latency's 95% interval was within "
             f"stop.target_ci_pct; marked * in the tables): {'; '.join(items)}", ""]
+
+
+def validity_lines(table: pd.DataFrame) -> List[str]:
+    """Whether the GPU points were timed on GPUs nothing slowed or shared (docs/measurement.md, "A valid GPU
+    point"): one line when all were, each other point with its reason; nothing without NVML."""
+    if R.validity not in table:
+        return []
+    judged = table[table[R.validity].astype(str).isin(["valid", "suspect", "invalid"])]
+    if judged.empty:
+        return []
+    others = judged[judged[R.validity] != "valid"]
+    clocks = pd.to_numeric(judged[R.gpu_sm_clock_median_mhz], errors="coerce")
+    lines = ["## GPU validity", "",
+             f"{len(judged) - len(others)} of {len(judged)} timed points valid: no hardware or thermal slowdown, no "
+             "other process on the GPU, no ECC error or XID while they ran (median SM clock "
+             f"{clocks.min():.0f}-{clocks.max():.0f} MHz).", ""]
+    for _, r in others.iterrows():
+        lines.append(f"- **{r[R.validity]}** {r[data.SERIES]}: {data.load_text(r)} @ in {r[R.input_length]}/out "
+                     f"{r[R.output_length]}: {r[R.validity_reason]}")
+    return lines + ([""] if len(others) else [])
 
 
 def dropped_lines(table: pd.DataFrame) -> List[str]:

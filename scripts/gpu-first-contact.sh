@@ -6,6 +6,10 @@
 #   headline      yamls/gpu-headline.yaml: hf eager against static cache + compile, batch 1, 8 and 32       300 s
 #   quantization  torchao none/int8/int4/fp8 on hf eager at batch 1 and 32, one timed batch a point        240 s
 #   largest       the largest batch that fits (batch_sizes: auto up to 512), one timed batch                120 s
+#   compiled      the static cache + torch.compile path against a bare generate of the same config, 8B,     200 s
+#                 batch 1 and 8 (benchmarks/overhead/hf_batch.py --compile)
+#   deepspeed     DeepSpeed-Inference's fused kernels, and with its CUDA graph, on the Llama-3-8B shape     240 s
+#                 (Llama-3.1-8B's shape; its llama3 rope scaling the kernels cannot serve), batch 1, 8, 32
 # The limits come from the runs on an H200 (docs/results/h200-20261126, -20261127): the suite took 185 s (each
 # engine's import 10-14 s there), an 8B model's import and load about 27 s an entry, the headline 230 s (the compile
 # of each of its second entry's batch sizes about 30 s), quantization's int4 and fp8 about 80 s an entry, and the
@@ -23,8 +27,9 @@ out=${1:?usage: scripts/gpu-first-contact.sh OUT [WHEELHOUSE] [STEPS]}
 wheelhouse=${2:-}
 steps=",${3:-suite,headline},"
 for s in ${steps//,/ }; do
-  case "$s" in suite|headline|quantization|largest) ;;
-    *) echo "error: STEPS: '$s' is not one of suite, headline, quantization, largest" >&2; exit 2 ;;
+  case "$s" in suite|headline|quantization|largest|compiled|deepspeed) ;;
+    *) echo "error: STEPS: '$s' is not one of suite, headline, quantization, largest, compiled, deepspeed" >&2
+       exit 2 ;;
   esac
 done
 asked() { [[ "$steps" == *",$1,"* ]]; }
@@ -50,12 +55,20 @@ if [ "${BENCH_GPU_SUITE_ON_CPU:-}" = 1 ]; then
   shape=(model.preset=tiny-llama model.dtype=fp32 backends.0.device=cpu backends.1.device=cpu)
   one=('backends=[{name: hf, label: hf-eager, device: cpu}]' model.preset=tiny-llama model.dtype=fp32)
   largest=64
+  # The 8B shape is too big for the CPU: tiny-llama, fp32, a few pairs (the figure itself is the GPU's).
+  compiled=(--preset tiny-llama --dtype fp32 --pairs 3 --output-length 16)
+  ds=(model.preset=tiny-llama model.dtype=fp32 'backends=[{name: deepspeed, label: ds-kernels, device: cpu,
+      replace_with_kernel_inject: true}]')
 else
   device=cuda
   scale=1
   shape=()
   one=('backends=[{name: hf, label: hf-eager, device: cuda}]')
   largest=512
+  compiled=(--preset llama-3.1-8b --dtype bf16 --pairs 10 --input-length 512 --output-length 128)
+  ds=(model.preset=llama-3-8b 'backends=[{name: deepspeed, label: ds-kernels, device: cuda,
+      replace_with_kernel_inject: true}, {name: deepspeed, label: ds-kernels-cuda-graph, device: cuda,
+      replace_with_kernel_inject: true, init_inference: {enable_cuda_graph: true}}]')
 fi
 
 say "device $device; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo 'no GPU')"
@@ -82,6 +95,12 @@ fi
 if asked largest; then
   step 120 "$py" benchmark.py yamls/gpu-headline.yaml "${one[@]}" batch_sizes=auto max_batch_size=$largest \
     num_batches=1 num_warmup_batches=1 --output-dir "$work/headline-largest"
+fi
+if asked compiled; then
+  step 200 "$py" benchmarks/overhead/hf_batch.py --device "$device" --compile --batch-sizes 1 8 "${compiled[@]}"
+fi
+if asked deepspeed; then
+  step 240 "$py" benchmark.py yamls/gpu-headline.yaml "${ds[@]}" --output-dir "$work/headline-deepspeed"
 fi
 say "results"
 tar czf "$out/results.tgz" -C "$work" . 2>> "$log" && rm -rf "$work"

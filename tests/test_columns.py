@@ -44,10 +44,12 @@ UNIT_BY_ENDING = (
     ("request_rate", columns.REQUESTS_PER_S),
     ("_share", columns.SHARE), ("_hit_rate", columns.SHARE), ("acceptance_rate", columns.SHARE),
     ("_usage", columns.SHARE), ("_agreement", columns.SHARE), ("_attainment", columns.SHARE),
+    ("_mhz", columns.MHZ), ("_max_c", columns.CELSIUS),
 )
 # Units a name must then say: a time, size, rate of work or power nobody should have to guess.
 NAMED_UNITS = {columns.MS, columns.S, columns.BYTES, columns.GBPS, columns.TFLOPS, columns.TOKENS_PER_S,
-               columns.WATTS, columns.JOULES, columns.JOULES_PER_TOKEN, columns.KWH_PER_M_TOKENS}
+               columns.WATTS, columns.JOULES, columns.JOULES_PER_TOKEN, columns.KWH_PER_M_TOKENS,
+               columns.MHZ, columns.CELSIUS}
 CONTEXT = RunContext("columns-test", "hf", "tiny-llama", "fp32", "cpu", 1, 1)
 CONTRACT_LINK = re.compile(r"\]\(\.\./measurement\.md#([^)\s]+)\)")
 

@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from harness.measure.gpu_validity import gpu_settings
 from harness.model.hardware import host_total_bytes, usable_cpus
 from harness.scenarios.release import DEFAULT_POLICY as DEFAULT_RELEASE, release_record
 
@@ -72,6 +73,9 @@ def hardware_info() -> Dict[str, object]:
         "cpus_usable": usable_cpus(),
         "ram_bytes": host_total_bytes(),
         "gpus": gpu_info(),
+        # application and maximum clocks, power limit, persistence mode: what shapes every GPU timing
+        # (docs/measurement.md, "A valid GPU point"); empty without NVML
+        "gpu_settings": gpu_settings(),
         "gpu_driver": _nvidia_driver(),
         "cuda": torch.version.cuda,
         "torch_threads": torch.get_num_threads(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
+from harness.measure.gpu_validity import GpuValidity
 from harness.plan.points import SweepPoint
 from harness.scenarios.batch import LogitsProbe, SpecCounts
 from harness.scenarios.stream import StreamTiming
@@ -117,6 +118,9 @@ class PointResult:
     # profile: true: one more batch of the point's shape, untimed, under the engine's profiler: its Chrome trace as
     # gzipped JSON, written by the results folder (writers.py: profile_trace_file); None where none was taken
     profile_trace: Optional[bytes] = field(default=None, repr=False)
+    # The GPUs over the timed phase (harness/measure/gpu_validity.py): clocks, slowdowns, other processes, and the
+    # verdict; None where NVML cannot read them (a CPU) or the point was not timed
+    gpu_validity: Optional[GpuValidity] = None
 
     def __post_init__(self):
         assert self.status in STATUSES, self.status

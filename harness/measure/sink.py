@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Dict, Mapping, Optional
 
 from harness.measure.annotations import Annotations, PointAnnotations
+from harness.measure.gpu_validity import validity_columns
 from harness.measure.metrics import point_figures
 from harness.measure.records import PointResult
 from harness.measure.columns.results import ENGINE_STAT_COLUMNS
@@ -61,5 +62,6 @@ def result_row(result: PointResult, figures: Optional[Figures] = None,
             row["server_metrics_file"] = server_series_file(result)
     row.update({k: v for k, v in result.engine_stats.items() if k in ENGINE_STAT_COLUMNS})
     row.update(point_figures(result) if figures is None else figures)
+    row.update(validity_columns(result.gpu_validity))
     row.update((notes or Annotations()).columns())
     return row

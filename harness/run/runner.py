@@ -9,17 +9,19 @@ The runner is the same in-process and in a worker process; only `events` differ.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import importlib
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence, Set, Tuple
 
 from harness.config.grid import grid_cell
 from harness.config.sweep import SweepConfig
 from harness.errors import is_oom, lost_peer, one_line
 from harness.measure import stats
 from harness.measure.energy import EnergyMeter
+from harness.measure.gpu_validity import GpuMonitor
 from harness.measure.metrics import slo_attainment, slo_met
 from harness.measure.quality import score_text
 from harness.measure.records import SLO, BatchSample, PointResult, RunContext
@@ -78,6 +80,7 @@ class EntryRunner:
         self.probing = plan.probe_logits
         self.perplexity: Optional[float] = None  # quality.text's, scored once after the load (score_text)
         self.energy_meter: Optional[EnergyMeter] = None  # the entry's GPUs' energy counters, where NVML has them
+        self.gpu_monitor: Optional[GpuMonitor] = None  # their clocks, reasons and other processes, where NVML has them
         self.memory_before_load_bytes: Optional[int] = None  # what peak_memory's counter held before the engine
         self.phase_s: Dict[str, float] = {}  # the point in flight: warmup_s, timed_s (the manifest's time budget)
         self.saturation = SaturationStop(config.stream.stop_at_saturation)  # a rate sweep's saturated rates
@@ -143,6 +146,7 @@ class EntryRunner:
         self.engine_stats = backend.engine_stats()
         self.perplexity, scored = score_text(backend, self.plan)
         self.energy_meter = EnergyMeter.open(backend.placement.device, backend.placement.num_devices)
+        self.gpu_monitor = GpuMonitor.open(backend.placement.device, backend.placement.num_devices)
         self.events.loaded({"load_time_s": self.load_time_s, "engine_import_s": import_s, "gate_wait_s": gate_wait_s,
                             **backend.runtime_info(), **scored})
 
@@ -200,6 +204,8 @@ class EntryRunner:
             self.events.started(pp.point)
         self.first_token_ids = self.first_inputs = None
         self.phase_s = {}
+        if self.gpu_monitor:  # a point that fails before its timed phase has no validity, not the last point's
+            self.gpu_monitor.last = None
         self.engine.peak_memory.reset()
         samples: Tuple[BatchSample, ...] = ()
         stream: Optional[StreamTiming] = None
@@ -229,7 +235,8 @@ class EntryRunner:
                         token_ids=self.first_token_ids if ok else None,
                         converged=self._converged(samples) if samples else None,
                         saturated=None if saturation is None else saturation.saturated,
-                        saturation_reason=saturation.reason if saturation else "")
+                        saturation_reason=saturation.reason if saturation else "",
+                        gpu_validity=self.gpu_monitor.last if self.gpu_monitor else None)
         if self.probing and ok and self.first_inputs is not None:  # after the peak was read: untimed, unmetered
             measured["probe"] = self.engine.probe_logits(self.first_inputs)
         if self.plan.options.profile and ok and samples and self.first_inputs is not None:  # last: untimed
@@ -247,19 +254,24 @@ class EntryRunner:
         meter = self.energy_meter
         num_batches = self.config.num_batches
         stop = self.config.stop if num_batches == "auto" else None
-        for i in range(self.config.stop.max_batches if num_batches == "auto" else num_batches):
-            batch = self.workload.batch(point, "timed", i)
-            before_j = meter.joules() if meter else 0.0
-            timing = self.engine.run(batch)
-            energy_j = meter.joules() - before_j if meter else None
-            check_output(timing, batch)
-            samples.append(to_sample(i, timing, batch, energy_j))
-            if i == 0:
-                self.first_token_ids, self.first_inputs = timing.token_ids, batch
-            if stop and len(samples) >= stop.min_batches and self._converged(samples):
-                break
+        with self._watched():
+            for i in range(self.config.stop.max_batches if num_batches == "auto" else num_batches):
+                batch = self.workload.batch(point, "timed", i)
+                before_j = meter.joules() if meter else 0.0
+                timing = self.engine.run(batch)
+                energy_j = meter.joules() - before_j if meter else None
+                check_output(timing, batch)
+                samples.append(to_sample(i, timing, batch, energy_j))
+                if i == 0:
+                    self.first_token_ids, self.first_inputs = timing.token_ids, batch
+                if stop and len(samples) >= stop.min_batches and self._converged(samples):
+                    break
         self.phase_s["timed_s"] = time.perf_counter() - start
         return samples
+
+    def _watched(self) -> ContextManager[None]:
+        """The timed phase under the GPU monitor, where there is one (the point's validity: gpu_monitor.last)."""
+        return self.gpu_monitor.watching() if self.gpu_monitor else contextlib.nullcontext()
 
     def _converged(self, samples: Sequence[BatchSample]) -> Optional[bool]:
         """num_batches: auto: is the mean latency known to within stop.target_ci_pct? None with a fixed count."""
@@ -282,7 +294,8 @@ class EntryRunner:
         self.phase_s["warmup_s"] = time.perf_counter() - start
         start = time.perf_counter()
         timed = due_within(self.workload.stream(point, "timed", stream_config), stream_config.duration_s)
-        timing = judge_stream(self.engine.serve(timed), timed, share)
+        with self._watched():
+            timing = judge_stream(self.engine.serve(timed), timed, share)
         self.phase_s["timed_s"] = time.perf_counter() - start
         ids = [r.token_ids for r in timing.requests]
         self.first_token_ids = tuple(i for i in ids if i is not None) if all(i is not None for i in ids) else None

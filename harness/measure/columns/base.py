@@ -89,6 +89,7 @@ ROOFLINE = contract("what-the-numbers-mean-mbu-mfu-the-roofline-cost")
 CONTEXT = contract("context")
 HEADLINE = contract("per-gpu-and-per-user")
 PROFILE = contract("profiler-traces-profile-true")
+VALIDITY = contract("a-valid-gpu-point")
 
 # Units, spelled once so that the test's suffix rules and the page agree.
 MS, S, TOKENS, TOKENS_PER_S, BYTES = "ms", "s", "tokens", "tokens/s", "bytes"
@@ -96,6 +97,7 @@ GBPS, TFLOPS, FLOP, REQUESTS_PER_S = "GB/s", "TFLOP/s", "FLOP", "requests/s"
 SHARE, RATIO, COUNT, INDEX, PERCENT = "share 0-1", "ratio", "count", "index", "%"
 WATTS, JOULES, JOULES_PER_TOKEN, KWH_PER_M_TOKENS = "W", "J", "J/token", "kWh/1M tokens"
 PRICE_PER_M_TOKENS = "currency/1M tokens"  # hardware.cost_per_hour's currency, whichever it is
+MHZ, CELSIUS = "MHz", "C"
 TEXT = ""
 # A number as the writers write one: ASCII digits, an optional sign, point and exponent, or inf (Python's int() and
 # float() also take `2_0`, `٢` and `２`, which no writer writes).

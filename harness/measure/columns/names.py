@@ -185,6 +185,15 @@ class R(Leading):
     energy_j_per_output_token = "energy_j_per_output_token"
     avg_power_w = "avg_power_w"
     energy_kwh_per_million_output_tokens = "energy_kwh_per_million_output_tokens"
+    # GPU validity
+    validity = "validity"
+    validity_reason = "validity_reason"
+    gpu_sm_clock_min_mhz = "gpu_sm_clock_min_mhz"
+    gpu_sm_clock_median_mhz = "gpu_sm_clock_median_mhz"
+    gpu_slowdown_share = "gpu_slowdown_share"
+    gpu_power_capped_share = "gpu_power_capped_share"
+    gpu_temperature_max_c = "gpu_temperature_max_c"
+    gpu_other_memory_bytes = "gpu_other_memory_bytes"
     # headline: per GPU against per user
     output_tokens_per_s_per_gpu = "output_tokens_per_s_per_gpu"
     output_tokens_per_s_per_user = "output_tokens_per_s_per_user"

@@ -8,7 +8,7 @@ from harness.measure.columns.base import (
     ROOFLINE, S, SAMPLING, SHARE, SPECULATIVE, SPECULATIVE_WHERE, STREAMS, TEXT, TFLOPS, TOKENS, TOKENS_PER_S,
     UNCERTAINTY, WATTS, ZERO, HEADLINE, KWH_PER_M_TOKENS, ci95_family, draft_counters, keyed, stats_family,
 )
-from harness.measure.columns.base import PROFILE
+from harness.measure.columns.base import CELSIUS, MHZ, PROFILE, VALIDITY
 from harness.measure.metrics import REQUEST_STATS
 
 
@@ -271,6 +271,27 @@ ENERGY_DECLARED = [
            f"{ROOFLINE}", ENERGY_WHERE),
 ]
 
+VALIDITY_WHERE = "GPU (NVML)"
+VALIDITY_DECLARED = [
+    Column("validity", TEXT, "`valid`, `suspect` (the SM clock fell more than 10% below its median with no reason "
+           "NVML gave) or `invalid` (a hardware or thermal slowdown, another process on the GPU, an uncorrected ECC "
+           f"error or an XID event while the point was timed); empty without NVML. {VALIDITY}", VALIDITY_WHERE,
+           words=("valid", "suspect", "invalid")),
+    Column("validity_reason", TEXT, f"What made the point `suspect` or `invalid`, as NVML reported it. {VALIDITY}",
+           VALIDITY_WHERE),
+    Column("gpu_sm_clock_min_mhz", MHZ, "The lowest SM clock read while the point was timed (the slowest of the "
+           f"entry's GPUs at each reading, ten readings a second). {VALIDITY}", VALIDITY_WHERE),
+    Column("gpu_sm_clock_median_mhz", MHZ, f"The median of those readings. {VALIDITY}", VALIDITY_WHERE),
+    Column("gpu_slowdown_share", SHARE, "Share of the readings with a hardware, thermal or power-brake slowdown on "
+           f"any of the entry's GPUs. {VALIDITY}", VALIDITY_WHERE),
+    Column("gpu_power_capped_share", SHARE, "Share of the readings with a GPU held at its power limit: how the card "
+           f"runs under heavy load, not a fault. {VALIDITY}", VALIDITY_WHERE),
+    Column("gpu_temperature_max_c", CELSIUS, f"The hottest reading of any of the entry's GPUs. {VALIDITY}",
+           VALIDITY_WHERE),
+    Column("gpu_other_memory_bytes", BYTES, "The most GPU memory other processes held at one reading, where NVML "
+           f"can say (a process seen with none it can say makes the point invalid too). {VALIDITY}", VALIDITY_WHERE),
+]
+
 # The field's headline view: throughput per GPU against the speed each user sees (plots' headline chart).
 HEADLINE_DECLARED = [
     Column("output_tokens_per_s_per_gpu", TOKENS_PER_S, "`throughput_tokens_per_s` / `num_devices` (the entry's "
@@ -285,7 +306,7 @@ RESULTS = keyed(
     CONTEXT_DECLARED + POINT_DECLARED  # results.csv holds both scenarios' rows
     + RUN_DECLARED + TIMING_DECLARED + UNCERTAINTY_DECLARED + TOKENS_DECLARED + REQUEST_DECLARED + MEMORY_DECLARED
     + STREAM_DECLARED + SEARCH_DECLARED + ENGINE_DECLARED + SERVER_DECLARED + SPEC_DECLARED + CROSSCHECK_DECLARED
-    + QUALITY_DECLARED + ROOFLINE_DECLARED + ENERGY_DECLARED + HEADLINE_DECLARED
+    + QUALITY_DECLARED + ROOFLINE_DECLARED + ENERGY_DECLARED + VALIDITY_DECLARED + HEADLINE_DECLARED
 )
 
 # The columns an engine's own figures fill (Backend.engine_stats); its other figures go to the manifest only.
