@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple
 
@@ -42,6 +43,18 @@ if TYPE_CHECKING:  # imported where used: planning reads this module without tor
 
 # A CPU "device" is a core; two ranks is the smallest real tensor-parallel run (and all a 2-core box holds).
 CPU_DEFAULT_RANKS = 2
+# DeepSpeed's JIT op builder (0.19.8, op_builder/builder.py compute_capability_args) reads each entry of
+# TORCH_CUDA_ARCH_LIST as major.minor integers, so `9.0a` (Hopper's arch-specific target, which PyTorch accepts and
+# NVIDIA's images set) ends its kernel build in "invalid literal for int() with base 10: '0a'" (an H200,
+# docs/results/h200-20261128). Its inference kernels use nothing arch-specific: the entry's ranks get the plain `9.0`.
+ARCH_SUFFIX = re.compile(r"(\d+\.\d+)[a-z]+\b")
+# DeepSpeed captures a CUDA graph of the injected model only for the encoders whose policies say so (its containers'
+# cuda_graph_supported); its graph of a whole module replays the shapes it captured, which `generate` changes from
+# the prefill to each step's one token.
+CUDA_GRAPH_REFUSAL = ("init_inference.enable_cuda_graph: DeepSpeed captures a CUDA graph with kernel injection for "
+                      "BERT, DistilBERT and CLIP only (its policies' cuda_graph_supported), and without it one graph "
+                      "of the whole model, which cannot replay `generate`'s changing shapes (the prefill, then one "
+                      "token a step); for a captured decode step use hf with compile: true")
 # init_inference keys that duplicate a typed option (DeepSpeed's aliases included): one place per setting.
 OPTION_KEYS = {
     "tensor_parallel": "tp_size", "tp": "tp_size", "mp_size": "tp_size", "dtype": "dtype",
@@ -122,7 +135,11 @@ class DeepSpeedBackend(DeepSpeedEngine[DeepSpeedOptions]):
         # launcher sets; under torchrun it segfaults without it.
         env = {"LOCAL_SIZE": str(placement.ranks_per_node)}
         if placement.device == "cuda":
-            return {**env, "DS_ACCELERATOR": "cuda"}
+            env["DS_ACCELERATOR"] = "cuda"
+            arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST")
+            if arch_list and ARCH_SUFFIX.search(arch_list):
+                env["TORCH_CUDA_ARCH_LIST"] = ARCH_SUFFIX.sub(r"\1", arch_list)
+            return env
         env["DS_ACCELERATOR"] = "cpu"
         if "OMP_NUM_THREADS" not in os.environ:  # torchrun would pin every rank to 1 thread; share the cores instead
             env["OMP_NUM_THREADS"] = str(max(1, usable_cpus() // placement.ranks_per_node))
@@ -133,6 +150,8 @@ class DeepSpeedBackend(DeepSpeedEngine[DeepSpeedOptions]):
         """What the options cannot run, known before any rank starts (--dry-run says it)."""
         if options.replace_with_kernel_inject and resolve_device(options.device) != "cuda":
             return "replace_with_kernel_inject needs DeepSpeed's CUDA kernels; this entry runs on the CPU"
+        if options.init_inference.get("enable_cuda_graph"):
+            return CUDA_GRAPH_REFUSAL
         return super().unsupported(options, scenario, model)
 
     @classmethod

@@ -6,8 +6,9 @@ columns stay empty: energy is measured, never estimated.
 
 from __future__ import annotations
 
-import os
 from typing import List, Optional
+
+from harness.model.nvml import visible_handles
 
 
 class EnergyMeter:
@@ -20,18 +21,14 @@ class EnergyMeter:
         mapped to NVML's devices, which ignore it), or None where energy cannot be read."""
         if device != "cuda":
             return None
+        found = visible_handles(num_devices)
+        if found is None:
+            return None
         try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-            ids = visible[:num_devices] if visible else [str(i) for i in range(num_devices)]
-            handles = [pynvml.nvmlDeviceGetHandleByIndex(int(i)) if i.isdigit()
-                       else pynvml.nvmlDeviceGetHandleByUUID(i) for i in ids]
-            meter = cls(pynvml, handles)
+            meter = cls(*found)
             meter.joules()  # the counter exists on every device, or no meter
             return meter
-        except Exception:  # noqa: BLE001 - no NVML, no such device, or no energy counter: no energy columns
+        except Exception:  # noqa: BLE001 - a GPU before Volta has no energy counter: no energy columns
             return None
 
     def joules(self) -> float:

@@ -5,7 +5,7 @@ and, where the driver lets a container see them, uncorrected ECC errors and XID 
 
 A point is `invalid` when something outside the engine slowed or shared the GPU while it was timed: a hardware or
 thermal slowdown, another process on the GPU, an uncorrected ECC error or an XID event. It is `suspect` when the
-SM clock fell well below its own median with no reason given. The GPU held at its power limit is not a fault: it
+SM clock fell well below its own median at a reading NVML gave no reason for. The GPU held at its power limit is not a fault: it
 is how the card runs under this load, and what a user of it gets; its share of the time is a column of its own.
 Without NVML (a CPU, no `pynvml`) nothing is read and every column stays blank: validity is measured, never
 assumed.
@@ -20,6 +20,8 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
+from harness.model.nvml import visible_handles
+
 # NVML's clock-event reason bits (nvml.h, nvmlClocksEventReason*): these four mean the GPU was slowed by its
 # hardware or its temperature, which invalidates a timing; the power cap is reported apart (see the docstring).
 SLOWDOWNS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
@@ -31,6 +33,8 @@ XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
 # Ten readings a second: enough to see a slowdown that lasts a tenth of a timed batch of a second, while the
 # thread's wake-ups stay out of the way of a host-bound decode loop (each reading is a few NVML calls, GIL released).
 INTERVAL_S = 0.1
+# Set by the sweep's process for its workers: that process and everything under it are the sweep's, not others.
+SWEEP_PID_ENV = "BENCH_SWEEP_PID"
 # `suspect`: the SM clock's lowest reading this far below its median, with no reason NVML gave.
 CLOCK_DIP = 0.10
 
@@ -56,6 +60,9 @@ class GpuValidity:
     sm_clock_min_mhz: float
     sm_clock_median_mhz: float
     mem_clock_min_mhz: float
+    # The lowest SM clock of the readings NVML gave no reason for (neither a slowdown nor the power cap, which
+    # lowers the clock as designed: on the H200 to 1,575 MHz against a median of 1,980 at batch 32); None if none
+    sm_clock_unexplained_min_mhz: Optional[float]
     temperature_max_c: Optional[float]
     power_max_w: Optional[float]
     slowdown_share: float  # readings with a slowdown reason (SLOWDOWNS)
@@ -82,11 +89,24 @@ class GpuValidity:
             faults.append(f"XID {', '.join(map(str, self.xids))}")
         if faults:
             return "invalid", "; ".join(faults)
-        if self.sm_clock_min_mhz < (1 - CLOCK_DIP) * self.sm_clock_median_mhz:
-            return "suspect", (f"SM clock fell to {self.sm_clock_min_mhz:.0f} MHz, "
-                               f"{1 - self.sm_clock_min_mhz / self.sm_clock_median_mhz:.0%} below its median "
-                               f"{self.sm_clock_median_mhz:.0f} MHz, with no reason NVML gave")
+        low = self.sm_clock_unexplained_min_mhz
+        if low is not None and low < (1 - CLOCK_DIP) * self.sm_clock_median_mhz:
+            return "suspect", (f"SM clock fell to {low:.0f} MHz, {1 - low / self.sm_clock_median_mhz:.0%} below its "
+                               f"median {self.sm_clock_median_mhz:.0f} MHz, with no reason NVML gave")
         return "valid", ""
+
+
+def _ancestors(pid: int) -> List[int]:
+    """The parent, grandparent, ... of a process, from /proc (empty where it cannot be read: gone, or not Linux)."""
+    chain: List[int] = []
+    while pid > 1 and len(chain) < 64:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])  # the field after the name, which may hold spaces
+        except (OSError, ValueError, IndexError):
+            break
+        chain.append(pid)
+    return chain
 
 
 def summarize(readings: Sequence[Reading], ecc_errors: Optional[int],
@@ -94,6 +114,7 @@ def summarize(readings: Sequence[Reading], ecc_errors: Optional[int],
     if not readings:
         return None
     sm = [r.sm_clock_mhz for r in readings]
+    unexplained = [r.sm_clock_mhz for r in readings if not r.reasons & (sum(SLOWDOWNS) | POWER_CAP)]
     slowed = [r for r in readings if r.reasons & sum(SLOWDOWNS)]
     seen = 0
     for r in slowed:
@@ -104,6 +125,7 @@ def summarize(readings: Sequence[Reading], ecc_errors: Optional[int],
     return GpuValidity(
         readings=len(readings), sm_clock_min_mhz=min(sm), sm_clock_median_mhz=statistics.median(sm),
         mem_clock_min_mhz=min(r.mem_clock_mhz for r in readings),
+        sm_clock_unexplained_min_mhz=min(unexplained) if unexplained else None,
         temperature_max_c=max(temperatures) if temperatures else None, power_max_w=max(powers) if powers else None,
         slowdown_share=len(slowed) / len(readings),
         power_capped_share=sum(bool(r.reasons & POWER_CAP) for r in readings) / len(readings),
@@ -140,18 +162,15 @@ class GpuMonitor:
         NVML cannot read their clocks. Opened after the engine loaded: its processes then hold the GPUs."""
         if device != "cuda":
             return None
+        found = visible_handles(num_devices, nvml)
+        if found is None:
+            return None
+        nvml, handles = found
         try:
-            if nvml is None:
-                import pynvml as nvml
-            nvml.nvmlInit()
-            visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-            ids = visible[:num_devices] if visible else [str(i) for i in range(num_devices)]
-            handles = [nvml.nvmlDeviceGetHandleByIndex(int(i)) if i.isdigit() else nvml.nvmlDeviceGetHandleByUUID(i)
-                       for i in ids]
             for h in handles:
                 nvml.nvmlDeviceGetClockInfo(h, CLOCK_SM)  # the clocks are readable on every device, or no monitor
             return cls(nvml, handles)
-        except Exception:  # noqa: BLE001 - no NVML, no such device: no validity columns
+        except Exception:  # noqa: BLE001 - a device NVML lists but cannot read: no validity columns
             return None
 
     def _processes(self) -> Dict[int, int]:
@@ -162,21 +181,15 @@ class GpuMonitor:
         return found
 
     def _entry_pids(self) -> FrozenSet[int]:
-        """The processes that are the entry: this process's session (a worker and the ranks it started) where
-        NVML's process ids are this namespace's, else (a container whose NVML reports the host's ids) whatever
-        held the GPUs when the monitor opened, after the engine loaded."""
+        """The processes that are the sweep's: its own process (SWEEP_PID_ENV, which may hold a CUDA context of its
+        own) and every process under it (this worker, the ranks it started), where NVML's process ids are this
+        namespace's; else (a container whose NVML reports the host's ids) whatever held the GPUs when the monitor
+        opened, after the engine loaded."""
         present = set(self._processes())
         if os.getpid() not in present:
             return frozenset(present)
-        session = os.getsid(0)
-        ours = set()
-        for pid in present:
-            try:
-                if os.getsid(pid) == session:
-                    ours.add(pid)
-            except OSError:  # gone, or not ours to ask about
-                pass
-        return frozenset(ours)
+        root = int(os.environ.get(SWEEP_PID_ENV, os.getpid()))
+        return frozenset(pid for pid in present if pid == root or root in _ancestors(pid))
 
     def _xid_events(self):
         try:

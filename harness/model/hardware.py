@@ -24,6 +24,7 @@ from typing import List, Optional
 from harness.config.gpus import gpu_table
 from harness.errors import UserError
 from harness.files import read_file
+from harness.model import nvml
 
 # Triad arrays: 3 x 256 MiB of fp32, far beyond any CPU's last-level cache, so the triad streams from DRAM.
 TRIAD_ELEMENTS = 64 * 1024 * 1024
@@ -193,6 +194,9 @@ def cached_cpu_peaks(dtype: str, cache: Path) -> Peaks:
 def available_bytes(device: str, num_devices: int = 1) -> int:
     """Free memory where the model will live: the devices' free memory, or the host's MemAvailable."""
     if device == "cuda":
+        free = nvml.free_bytes(num_devices)  # no CUDA context in the sweep's process (harness/model/nvml.py)
+        if free is not None:
+            return free
         import torch
 
         return sum(torch.cuda.mem_get_info(i)[0] for i in range(num_devices))

@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
+from harness.measure.gpu_validity import SWEEP_PID_ENV
 from harness.measure.manifest import engine_environment
 from harness.measure.records import PointResult
 from harness.plan.entry import EntryPlan
@@ -198,6 +199,7 @@ def _worker_env(plan: EntryPlan) -> Dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     env.update(plan.backend_cls.launch_env(plan.options, plan.placement))
+    env[SWEEP_PID_ENV] = str(os.getpid())  # this process and the worker's are the sweep's on its GPUs
     return env
 
 

@@ -273,8 +273,8 @@ ENERGY_DECLARED = [
 
 VALIDITY_WHERE = "GPU (NVML)"
 VALIDITY_DECLARED = [
-    Column("validity", TEXT, "`valid`, `suspect` (the SM clock fell more than 10% below its median with no reason "
-           "NVML gave) or `invalid` (a hardware or thermal slowdown, another process on the GPU, an uncorrected ECC "
+    Column("validity", TEXT, "`valid`, `suspect` (the SM clock more than 10% below its median at a reading NVML "
+           "gave no reason for) or `invalid` (a hardware or thermal slowdown, another process on the GPU, an uncorrected ECC "
            f"error or an XID event while the point was timed); empty without NVML. {VALIDITY}", VALIDITY_WHERE,
            words=("valid", "suspect", "invalid")),
     Column("validity_reason", TEXT, f"What made the point `suspect` or `invalid`, as NVML reported it. {VALIDITY}",
