@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
-from harness.model.nvml import visible_handles
+from harness.model.nvml import initialized, visible_handles
 
 # NVML's clock-event reason bits (nvml.h, nvmlClocksEventReason*): these four mean the GPU was slowed by its
 # hardware or its temperature, which invalidates a timing; the power cap is reported apart (see the docstring).
@@ -269,12 +269,9 @@ class GpuMonitor:
 def gpu_settings(nvml=None) -> List[Dict[str, object]]:
     """Per GPU, what was set before any run and shapes every timing: application and maximum clocks, the power
     limit, persistence mode (the manifest's hardware). Empty without NVML; a figure NVML withholds is None."""
-    try:
-        if nvml is None:
-            import pynvml as nvml
-        nvml.nvmlInit()
-        count = nvml.nvmlDeviceGetCount()
-    except Exception:  # noqa: BLE001 - no NVML: nothing to say
+    nvml = initialized(nvml)
+    count = _optional(nvml.nvmlDeviceGetCount) if nvml is not None else None
+    if not count:
         return []
     settings = []
     for i in range(count):

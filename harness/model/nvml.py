@@ -9,18 +9,31 @@ import os
 from typing import Any, List, Optional, Tuple
 
 
+def initialized(nvml: Any = None) -> Any:
+    """pynvml, initialized, or None where there is none or no driver. `nvml`: a stand-in, for tests."""
+    try:
+        if nvml is None:
+            import pynvml
+
+            nvml = pynvml
+        nvml.nvmlInit()
+        return nvml
+    except Exception:  # noqa: BLE001 - no pynvml, no driver
+        return None
+
+
 def visible_handles(num_devices: int, nvml: Any = None) -> Optional[Tuple[Any, List[Any]]]:
     """(pynvml, handles of the first `num_devices` GPUs this process sees: CUDA_VISIBLE_DEVICES, by index or UUID,
     mapped to NVML's devices, which ignore it), or None where NVML cannot be read. `nvml`: a stand-in, for tests."""
+    nvml = initialized(nvml)
+    if nvml is None:
+        return None
     try:
-        if nvml is None:
-            import pynvml as nvml
-        nvml.nvmlInit()
         visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
         ids = visible[:num_devices] if visible else [str(i) for i in range(num_devices)]
         return nvml, [nvml.nvmlDeviceGetHandleByIndex(int(i)) if i.isdigit() else nvml.nvmlDeviceGetHandleByUUID(i)
                       for i in ids]
-    except Exception:  # noqa: BLE001 - no pynvml, no driver, no such device
+    except Exception:  # noqa: BLE001 - no such device
         return None
 
 
