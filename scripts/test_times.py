@@ -1,8 +1,9 @@
 """The suite's time table from `make test-times`' record (tests/suite_times.py): the slowest tests, the files by
 their total, and the slowest fixtures, each with the processes and engines they started. Markdown, for a closing
-note; `--top N` rows per table.
+note; `--top N` rows per table. `--budget-min M` first says whether pytest's wall time kept within M minutes, with
+what the engine tier started (`make test` prints it at the end of every run, CI's included: issue 49's budget).
 
-    python scripts/test_times.py results/test-times.json [--top 15]
+    python scripts/test_times.py results/test-times.json [--top 15] [--budget-min 15]
 """
 
 from __future__ import annotations
@@ -67,17 +68,43 @@ def summary(record: dict) -> List[str]:
             + ", ".join(f"{n} {k}" for k, n in Counter(t["outcome"] for t in tests.values()).most_common())]
 
 
+def budget(record: dict, minutes: float) -> List[str]:
+    """One line: the suite against its budget, and the engine tier's starts, so that a landing that breaks the
+    budget says so in its own log."""
+    spent = record["wall_s"] / 60
+    counts: Counter = Counter()
+    for t in record["tests"].values():
+        if t["engine"]:
+            counts.update(t["starts"])
+    verdict = "within" if spent <= minutes else f"OVER by {spent - minutes:.1f} min"
+    return [f"Suite budget: pytest {spent:.1f} min against {minutes:g} min: {verdict}; the engine tier started "
+            f"{starts(counts)}", ""]
+
+
+def minutes(text: str) -> float:
+    """--budget-min's value: a finite number of minutes above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of minutes above 0, got {text!r}")
+    return value
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("record", type=Path)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--budget-min", type=minutes, help="say whether pytest kept within this many minutes")
     args = parser.parse_args(argv)
     try:
         record = json.loads(args.record.read_text())
     except (OSError, ValueError) as e:
         print(f"error: {args.record}: {e}", file=sys.stderr)
         return 2
-    print("\n".join(summary(record) + ["", "Slowest tests:", ""] + tests_table(record["tests"], args.top)
+    head = budget(record, args.budget_min) if args.budget_min is not None else []
+    print("\n".join(head + summary(record) + ["", "Slowest tests:", ""] + tests_table(record["tests"], args.top)
                     + ["", "Files by time:", ""] + files_table(record["tests"], args.top)
                     + ["", "Slowest fixtures:", ""] + fixtures_table(record["fixtures"], args.top)))
     return 0
