@@ -3,7 +3,10 @@ their total, and the slowest fixtures, each with the processes and engines they 
 note; `--top N` rows per table. `--budget-min M` first says whether pytest's wall time kept within M minutes, with
 what the engine tier started (`make test` prints it at the end of every run, CI's included: issue 49's budget).
 
-    python scripts/test_times.py results/test-times.json [--top 15] [--budget-min 15]
+    python scripts/test_times.py results/test-times.json [MORE.json ...] [--top 15] [--budget-min 15]
+
+Several records (`make test`'s two phases: the files run two at a time, then those run alone) are read as one run:
+their tests together, their wall times added.
 """
 
 from __future__ import annotations
@@ -94,15 +97,20 @@ def minutes(text: str) -> float:
 
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("record", type=Path)
+    parser.add_argument("records", type=Path, nargs="+")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--budget-min", type=minutes, help="say whether pytest kept within this many minutes")
     args = parser.parse_args(argv)
-    try:
-        record = json.loads(args.record.read_text())
-    except (OSError, ValueError) as e:
-        print(f"error: {args.record}: {e}", file=sys.stderr)
-        return 2
+    record: dict = {"wall_s": 0.0, "tests": {}, "fixtures": []}
+    for path in args.records:
+        try:
+            part = json.loads(path.read_text())
+            record["wall_s"] += float(part["wall_s"])
+            record["tests"].update(part["tests"])
+            record["fixtures"] += part["fixtures"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"error: {path}: {e}", file=sys.stderr)
+            return 2
     head = budget(record, args.budget_min) if args.budget_min is not None else []
     print("\n".join(head + summary(record) + ["", "Slowest tests:", ""] + tests_table(record["tests"], args.top)
                     + ["", "Files by time:", ""] + files_table(record["tests"], args.top)

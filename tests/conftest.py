@@ -43,11 +43,44 @@ def starts_engine(args) -> bool:
     return any(word in text for word in ENGINE_COMMANDS)
 
 
+# The files `make test` runs with nothing beside them (`-m alone`, after the rest ran two files at a time under
+# pytest-xdist): each asserts on time or on what the machine shares, which a file on the other core would move.
+ALONE = {
+    "test_compare_e2e.py": "the time budget's parts add up to the wall time",
+    "test_deepspeed.py": "/dev/shm's DeepSpeed buffers before and after",
+    "test_deepspeed_zero.py": "/dev/shm's DeepSpeed buffers before and after",
+    "test_entry_overlap.py": "overlap and waiting times within 1 s",
+    "test_faults.py": "a serve within 7 s, 2 s request timeouts",
+    "test_forecast.py": "--plan within 5 s",
+    "test_forecast_e2e.py": "a measured TPOT inside the forecast from the same machine's peaks",
+    "test_hf_stream.py": "a request sent within 45 ms",
+    "test_html_report.py": "Chromium's page ready within 20 s",
+    "test_memory_guard.py": "a skipped sweep within 60 s",
+    "test_multinode.py": "a kill timed into a batch; ports chosen before they are bound",
+    "test_openai_server.py": "send slip, token gaps, start-up within seconds; a port chosen before it is bound",
+    "test_overhead_bench.py": "the harness against a bare loop, pair by pair",
+    "test_profile_trace.py": "traced against untraced TPOT",
+    "test_resume.py": "kills at 0.5-3.5 s must land after a row",
+    "test_roofline.py": "the CPU's peaks measured",
+    "test_roofline_e2e.py": "decode bandwidth against the CPU's measured peak",
+    "test_saturation.py": "which rates saturate an engine of known capacity",
+    "test_server_grid.py": "TPOT p50 below 20 ms",
+    "test_slurm_cluster.py": "fixed ports and the machine's munged",
+    "test_stream_e2e.py": "rates that must not saturate; orphaned /dev/shm segments removed",
+    "test_stream_release.py": "a spin's loop turns in 0.15 s",
+    "test_vllm_stream.py": "send slip below 5 ms, token gaps",
+    "test_wait_notices.py": "a port chosen before it is bound",
+}
+
+
 def pytest_collection_modifyitems(items):
-    """A GPU or Slurm test always starts engines: it is in the engine tier without saying so twice."""
+    """A GPU or Slurm test always starts engines: it is in the engine tier without saying so twice. A file in ALONE
+    is marked `alone`."""
     for item in items:
         if item.get_closest_marker("gpu") or item.get_closest_marker("slurm"):
             item.add_marker(pytest.mark.engine)
+        if item.path.name in ALONE:
+            item.add_marker(pytest.mark.alone)
 
 
 _running = {"item": None}  # the test being set up, run or torn down: module fixtures start processes for it too

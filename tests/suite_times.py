@@ -91,10 +91,24 @@ class SuiteTimes:
                                       "test": request.node.nodeid})
 
     def pytest_sessionfinish(self, session):
+        """One record for the run. Under pytest-xdist each worker writes its share beside `--times-out`, and the
+        controller, which runs no test, merges them with its own wall time."""
+        worker = getattr(session.config, "workerinput", None)
         tests = {k: {**v, "starts": dict(v["starts"])} for k, v in self.tests.items()}
         self.out.parent.mkdir(parents=True, exist_ok=True)
+        if worker is not None:
+            part = self.out.with_name(f"{self.out.name}.{worker['workerid']}")
+            part.write_text(json.dumps({"tests": tests, "fixtures": self.fixtures}) + "\n")
+            return
+        fixtures = list(self.fixtures)
+        for part in sorted(self.out.parent.glob(f"{self.out.name}.gw*")):
+            shared = json.loads(part.read_text())
+            tests.update(shared["tests"])
+            fixtures += shared["fixtures"]
+            part.unlink()
+        self.tests = {k: {**v, "starts": Counter(v["starts"])} for k, v in tests.items()}  # for the summary below
         self.out.write_text(json.dumps({"wall_s": time.perf_counter() - self.started, "tests": tests,
-                                        "fixtures": self.fixtures}, indent=1) + "\n")
+                                        "fixtures": fixtures}, indent=1) + "\n")
 
     def pytest_terminal_summary(self, terminalreporter):
         per_file: Dict[str, float] = defaultdict(float)

@@ -39,3 +39,11 @@ def test_a_budget_that_is_not_a_positive_finite_number_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "missing.json")], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+
+
+def test_every_file_run_alone_exists_and_says_why():
+    """A renamed file would silently lose its `alone` mark and run beside another."""
+    from tests.conftest import ALONE
+
+    assert sorted(name for name in ALONE if not (REPO / "tests" / name).exists()) == []
+    assert all(reason for reason in ALONE.values())

@@ -47,7 +47,7 @@ CPU_DEFAULT_RANKS = 2
 # TORCH_CUDA_ARCH_LIST as major.minor integers, so `9.0a` (Hopper's arch-specific target, which PyTorch accepts and
 # NVIDIA's images set) ends its kernel build in "invalid literal for int() with base 10: '0a'" (an H200,
 # docs/results/h200-20261128). Its inference kernels use nothing arch-specific: the entry's ranks get the plain `9.0`.
-ARCH_SUFFIX = re.compile(r"(\d+\.\d+)[a-z]+\b")
+ARCH_SUFFIX = r"(\d+\.\d+)[a-z]+\b"  # a pattern for re.search and re.sub
 # DeepSpeed captures a CUDA graph of the injected model only for the encoders whose policies say so (its containers'
 # cuda_graph_supported); its graph of a whole module replays the shapes it captured, which `generate` changes from
 # the prefill to each step's one token.
@@ -137,8 +137,8 @@ class DeepSpeedBackend(DeepSpeedEngine[DeepSpeedOptions]):
         if placement.device == "cuda":
             env["DS_ACCELERATOR"] = "cuda"
             arch_list = os.environ.get("TORCH_CUDA_ARCH_LIST")
-            if arch_list and ARCH_SUFFIX.search(arch_list):
-                env["TORCH_CUDA_ARCH_LIST"] = ARCH_SUFFIX.sub(r"\1", arch_list)
+            if arch_list and re.search(ARCH_SUFFIX, arch_list):
+                env["TORCH_CUDA_ARCH_LIST"] = re.sub(ARCH_SUFFIX, r"\1", arch_list)
             return env
         env["DS_ACCELERATOR"] = "cpu"
         if "OMP_NUM_THREADS" not in os.environ:  # torchrun would pin every rank to 1 thread; share the cores instead
