@@ -43,8 +43,9 @@ def starts_engine(args) -> bool:
     return any(word in text for word in ENGINE_COMMANDS)
 
 
-# The files `make test` runs with nothing beside them (`-m alone`, after the rest ran two files at a time under
-# pytest-xdist): each asserts on time or on what the machine shares, which a file on the other core would move.
+# The files `make test` runs with nothing beside them (`-m "engine or alone"`, after the rest of the fast tier ran two
+# at a time under pytest-xdist): each asserts on time or on what the machine shares, which a test on the other core
+# would move. The engine tier runs one test at a time anyway: its engines bind threads to every core.
 ALONE = {
     "test_compare_e2e.py": "the time budget's parts add up to the wall time",
     "test_deepspeed.py": "/dev/shm's DeepSpeed buffers before and after",
