@@ -205,3 +205,14 @@ def test_a_names_mismatch_is_seen_both_ways():
     declared = [a for a in dir(names.Leading) if not a.startswith("_")] + ["brand_new_ms"]  # one not held
     assert names_mismatch(Planted, declared) == ['add    brand_new_ms = "brand_new_ms"', "remove stale_ms",
                                                  "fix    scenario = 'secnario'"]
+
+
+def test_a_number_with_anything_after_it_is_damage_not_its_prefix():
+    """A cell is a number only whole: `12ab` is not 12, `1.5.2` not 1.5 (a regex that matched a prefix took them)."""
+    from harness.measure.columns.results import RESULTS
+
+    for cell in ("12ab", "1.5.2", "3e", "12 ", "1,5", "0x10"):
+        assert RESULTS["latency_ms_mean"].problem(cell) == f"{cell!r} is not a finite number (ms) of 0 or more", cell
+    for cell in ("8x", "4.0"):
+        assert RESULTS["batch_size"].problem(cell) is not None, cell
+    assert RESULTS["latency_ms_mean"].problem("321.8") is None and RESULTS["batch_size"].problem("8") is None

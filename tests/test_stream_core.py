@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from app.console import print_summary
-from harness.measure.metrics import max_in_flight, request_figures, slo_met, summarize_stream
+from harness.measure.metrics import max_in_flight, request_figures, slo_attainment, slo_met, summarize_stream
 from harness.measure.records import SLO
 from harness.run.output_checks import StreamFailed, judge_stream
 from harness.scenarios.arrivals import arrival_times
@@ -95,6 +95,7 @@ def test_slo_attainment_and_goodput_on_synthetic_requests():
     )
     row = summarize_stream(StreamTiming(0.0, 10.0, requests), SLO_2S)
     assert row["slo_attainment"] == 0.5
+    assert slo_attainment(StreamTiming(0.0, 10.0, requests), SLO_2S) == 0.5  # what a rate search decides on
     assert row["goodput"] == pytest.approx(2 / 10.0)
     assert row["achieved_request_rate"] == pytest.approx(4 / 10.0)
     assert row["throughput_tokens_per_s"] == pytest.approx(34 / 10.0)
@@ -122,6 +123,7 @@ def test_failed_requests_are_counted_and_left_out_of_every_figure_but_slo_attain
     row = summarize_stream(StreamTiming(0.0, 10.0, requests), SLO_2S)
     assert (row["num_requests"], row["requests_failed"]) == (4, 1)
     assert row["slo_attainment"] == 0.5  # 2 of 4: the failed one met nothing
+    assert slo_attainment(StreamTiming(0.0, 10.0, requests), SLO_2S) == 0.5  # the rate search counts it the same
     assert row["duration_s"] == 9.0 and row["achieved_request_rate"] == pytest.approx(3 / 9.0)
     assert row["throughput_tokens_per_s"] == pytest.approx(33 / 9.0)
     assert row["ttft_ms_p50"] == pytest.approx(200.0)  # of 500, 100, 200 ms
