@@ -61,11 +61,10 @@ demo-multinode: setup
 	$(PY) benchmark.py yamls/cpu-multinode.yaml
 
 # The layers of docs/architecture.md first (import-linter, a few seconds), the docs site (mkdocs --strict), the types
-# (mypy, under a minute), then the suite.
-# The whole suite in two phases: the tests that start no engine, two at a time (pytest-xdist), then the engine tier
-# and the files that assert on time or on what the machine shares (tests/conftest.py ALONE), one at a time: two
-# engines side by side on two cores each bind threads to both and slow each other tenfold (a speculative vLLM sweep
-# took 647 s beside another file, 67 s alone). Timed as make test-times times it; the time against the budget
+# (mypy, under a minute), then the suite in two phases: the tests that start no engine, two at a time
+# (pytest-xdist), then the engine tier and the files that assert on time or on what the machine shares
+# (tests/conftest.py ALONE), one at a time: two engines side by side on two cores each bind threads to both and slow
+# each other tenfold (a speculative vLLM sweep took 647 s beside another file, 67 s alone). Timed as make test-times times it; the time against the budget
 # (issue 49: pytest within 15 minutes on this 2-core machine) and the slowest files are printed at the end, whether
 # it passed or not.
 TEST_BUDGET_MIN ?= 15
@@ -77,6 +76,13 @@ test: setup docs-build typecheck
 	  $(PY) scripts/test_times.py results/test-times-fast.json results/test-times-engine.json --top 10 \
 	    --budget-min $(TEST_BUDGET_MIN); [ $$fast = 0 ] && [ $$engine = 0 ]
 
+# mypy's default checks (not --strict) with check_untyped_defs, over the library, the engines, the workloads and the
+# app (pyproject.toml, [tool.mypy]); third-party packages without type information are taken as they are.
+typecheck: setup
+	$(PY) -m mypy harness backends workloads app
+
+# The whole suite with a time table (tests/suite_times.py): each test's and fixture's seconds and what it starts
+# (sweeps, workers, servers, engines), then the slowest tests, files and fixtures (scripts/test_times.py).
 test-times: setup
 	$(PY) -m pytest -p tests.suite_times --times-out results/test-times.json -q
 	$(PY) scripts/test_times.py results/test-times.json
