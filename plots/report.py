@@ -174,8 +174,8 @@ def validity_lines(table: pd.DataFrame) -> List[str]:
     clocks = pd.to_numeric(judged[R.gpu_sm_clock_median_mhz], errors="coerce")
     lines = ["## GPU validity", "",
              f"{len(judged) - len(others)} of {len(judged)} timed points valid: no hardware or thermal slowdown, no "
-             "other process on the GPU, no ECC error or XID while they ran (median SM clock "
-             f"{clocks.min():.0f}-{clocks.max():.0f} MHz).", ""]
+             "other process on the GPU, and no ECC error or XID where NVML reports them, while they ran (median SM "
+             f"clock {clocks.min():.0f}-{clocks.max():.0f} MHz).", ""]
     for _, r in others.iterrows():
         lines.append(f"- **{r[R.validity]}** {r[data.SERIES]}: {data.load_text(r)} @ in {r[R.input_length]}/out "
                      f"{r[R.output_length]}: {r[R.validity_reason]}")

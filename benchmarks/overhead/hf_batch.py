@@ -29,32 +29,33 @@ from harness.plan.points import SweepShape
 from harness.scenarios.batch import BatchSpec
 
 
-def bare_generate_ms(net, eos_id: int, spec: BatchSpec, device: str) -> float:
-    """One bare `generate`, forced to the same length greedily as the harness asks; synchronized as its stamps are."""
+def synchronized_ms(device: str, call) -> float:
+    """One call, timed between device synchronizations, as the harness's stamps are."""
     sync = device_sync(device)
-    input_ids = torch.tensor(spec.prompts, device=device)
-    n = spec.max_output_tokens
     with torch.inference_mode():
         sync()
         start = time.perf_counter()
-        net.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=n, min_new_tokens=n,
-                     do_sample=False, pad_token_id=eos_id)
+        call()
         sync()
         return (time.perf_counter() - start) * 1e3
+
+
+def bare_generate_ms(net, eos_id: int, spec: BatchSpec, device: str) -> float:
+    """One bare `generate`, forced to the same length greedily as the harness asks."""
+    input_ids = torch.tensor(spec.prompts, device=device)
+    n = spec.max_output_tokens
+    return synchronized_ms(device, lambda: net.generate(
+        input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=n, min_new_tokens=n, do_sample=False,
+        pad_token_id=eos_id))
 
 
 def bare_configured_ms(backend: HFBackend, spec: BatchSpec, device: str) -> float:
     """One bare `generate` with the entry's own generation config (its static cache and compiled forward), the same
     ids and mask, and no streamer: all that differs from the harness's run is the step stamping."""
-    sync = device_sync(device)
     input_ids, attention_mask = backend._inputs(spec)
     config = backend._generation_config(spec)
-    with torch.inference_mode():
-        sync()
-        start = time.perf_counter()
-        backend.net.generate(input_ids, attention_mask=attention_mask, generation_config=config)
-        sync()
-        return (time.perf_counter() - start) * 1e3
+    return synchronized_ms(device, lambda: backend.net.generate(input_ids, attention_mask=attention_mask,
+                                                                generation_config=config))
 
 
 def measure(backend, name: str, bare_name: str, args, device: str = "cpu", configured: bool = False) -> None:
