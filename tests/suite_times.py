@@ -146,6 +146,9 @@ if _log:
 def pytest_configure(config):
     recorder = SuiteTimes(Path(config.getoption("--times-out")))
     config.pluginmanager.register(recorder, "suite_times_recorder")
+    if not hasattr(config, "workerinput"):  # the controller: an earlier run's leftover worker shares are not this run's
+        for part in recorder.out.parent.glob(f"{recorder.out.name}.gw*"):
+            part.unlink()
     site = Path(recorder.children_dir) / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE % (KINDS,))

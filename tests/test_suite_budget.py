@@ -47,3 +47,19 @@ def test_every_file_run_alone_exists_and_says_why():
 
     assert sorted(name for name in ALONE if not (REPO / "tests" / name).exists()) == []
     assert all(reason for reason in ALONE.values())
+
+
+def test_the_timing_plugin_merges_its_xdist_workers_and_drops_an_earlier_runs_leftovers(tmp_path):
+    """make test's fast phase runs under pytest-xdist: each worker writes its share, the controller merges them into
+    one record (a broken merge would report a fast tier of no tests); a share left by a killed run is not merged."""
+    out = tmp_path / "times.json"
+    stale = {"setup_s": 0, "call_s": 9, "teardown_s": 0, "outcome": "passed", "starts": {}, "engine": False}
+    (tmp_path / "times.json.gw7").write_text(json.dumps({"tests": {"stale::t": stale}, "fixtures": []}))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.suite_times", "--times-out", str(out), "-n", "2",
+                           "-q", "-p", "no:cacheprovider", "tests/test_records.py"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    record = json.loads(out.read_text())
+    assert record["tests"] and all(k.startswith("tests/test_records.py::") for k in record["tests"])
+    assert all(t["outcome"] == "passed" and t["call_s"] >= 0 for t in record["tests"].values())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["times.json"]
