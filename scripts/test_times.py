@@ -65,8 +65,11 @@ def summary(record: dict) -> List[str]:
     counts: Counter = Counter()
     for t in tests.values():
         counts.update(t["starts"])
-    return [f"{len(tests)} tests ({len(engine)} engine) in {record['wall_s'] / 60:.1f} min of pytest; fast tier "
-            f"{sum(total(t) for t in tests.values() if not t['engine']) / 60:.1f} min, engine tier "
+    phases = record.get("phases", [])
+    walls = (" (" + ", ".join(f"{name} {wall_s / 60:.1f}" for name, wall_s in phases) + ")") if len(phases) > 1 else ""
+    # Test time, not wall time: tests that ran side by side (pytest-xdist) each count their own.
+    return [f"{len(tests)} tests ({len(engine)} engine) in {record['wall_s'] / 60:.1f} min of pytest{walls}; test time: "
+            f"fast tier {sum(total(t) for t in tests.values() if not t['engine']) / 60:.1f} min, engine tier "
             f"{sum(total(t) for t in engine) / 60:.1f} min; started: {starts(counts)}; outcomes: "
             + ", ".join(f"{n} {k}" for k, n in Counter(t["outcome"] for t in tests.values()).most_common())]
 
@@ -101,11 +104,12 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--budget-min", type=minutes, help="say whether pytest kept within this many minutes")
     args = parser.parse_args(argv)
-    record: dict = {"wall_s": 0.0, "tests": {}, "fixtures": []}
+    record: dict = {"wall_s": 0.0, "tests": {}, "fixtures": [], "phases": []}
     for path in args.records:
         try:
             part = json.loads(path.read_text())
             record["wall_s"] += float(part["wall_s"])
+            record["phases"].append((path.stem.removeprefix("test-times-"), float(part["wall_s"])))
             record["tests"].update(part["tests"])
             record["fixtures"] += part["fixtures"]
         except (OSError, ValueError, KeyError, TypeError) as e:

@@ -6,6 +6,7 @@ engine"`, under 2 minutes here); `make test` runs everything. A test that starts
 fast tier stays fast as tests are added.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,45 +44,38 @@ def starts_engine(args) -> bool:
     return any(word in text for word in ENGINE_COMMANDS)
 
 
-# The files `make test` runs with nothing beside them (`-m "engine or alone"`, after the rest of the fast tier ran two
-# at a time under pytest-xdist): each asserts on time or on what the machine shares, which a test on the other core
-# would move. The engine tier runs one test at a time anyway: its engines bind threads to every core.
+# The engine tier runs two files at a time, each on a core of its own (`--pin-cores`, below). These files need the
+# whole machine and run after it, one test at a time, with nothing beside them. Every other file passed beside an
+# engine test on the other core, the timing tests included (send slip, saturation, kills timed into a batch), within
+# the margins they have alone.
 ALONE = {
-    "test_compare_e2e.py": "the time budget's parts add up to the wall time",
-    "test_deepspeed.py": "/dev/shm's DeepSpeed buffers before and after",
-    "test_deepspeed_zero.py": "/dev/shm's DeepSpeed buffers before and after",
-    "test_entry_overlap.py": "overlap and waiting times within 1 s",
-    "test_faults.py": "a serve within 7 s, 2 s request timeouts",
-    "test_forecast.py": "--plan within 5 s",
-    "test_forecast_e2e.py": "a measured TPOT inside the forecast from the same machine's peaks",
-    "test_hf_stream.py": "a request sent within 45 ms",
-    "test_html_report.py": "Chromium's page ready within 20 s",
-    "test_memory_guard.py": "a skipped sweep within 60 s",
-    "test_multinode.py": "a kill timed into a batch; ports chosen before they are bound",
-    "test_openai_server.py": "send slip, token gaps, start-up within seconds; a port chosen before it is bound",
-    "test_overhead_bench.py": "the harness against a bare loop, pair by pair",
-    "test_profile_trace.py": "traced against untraced TPOT",
-    "test_resume.py": "kills at 0.5-3.5 s must land after a row",
-    "test_roofline.py": "the CPU's peaks measured",
-    "test_roofline_e2e.py": "decode bandwidth against the CPU's measured peak",
-    "test_saturation.py": "which rates saturate an engine of known capacity",
-    "test_server_grid.py": "TPOT p50 below 20 ms",
+    "test_crosscheck.py": "DeepSpeed tensor parallelism over 2 ranks needs 2 cores",
+    "test_deepspeed.py": "DeepSpeed over 2 ranks needs 2 cores; /dev/shm's DeepSpeed buffers before and after",
+    "test_deepspeed_zero.py": "ZeRO over 2 ranks needs 2 cores; /dev/shm's DeepSpeed buffers before and after",
+    "test_memory_guard.py": "the host's free memory, which a test beside it moves",
     "test_slurm_cluster.py": "fixed ports and the machine's munged",
-    "test_stream_e2e.py": "rates that must not saturate; orphaned /dev/shm segments removed",
-    "test_stream_release.py": "a spin's loop turns in 0.15 s",
-    "test_vllm_stream.py": "send slip below 5 ms, token gaps",
-    "test_wait_notices.py": "a port chosen before it is bound",
+    "test_transformers_serve.py": "transformers serve's main loop spins in system calls: on one core a warm-up of "
+                                  "2 requests took 33 s (17 s with two)",
 }
 
+# The engine tier's heaviest files (seconds alone, make test-times), started first so that the two cores end
+# together rather than one of them running a long file alone at the end (xdist hands out files in this order).
+HEAVY_FIRST = ("test_production_load_e2e.py", "test_quantization.py", "test_stream_e2e.py", "test_speculative_e2e.py",
+               "test_server_grid.py", "test_engine_grid.py", "test_multinode.py", "test_vllm.py", "test_resume.py",
+               "test_batch_search_e2e.py", "test_prompts_e2e.py", "test_faults.py", "test_openai_server.py")
 
-def pytest_collection_modifyitems(items):
+
+def pytest_collection_modifyitems(config, items):
     """A GPU or Slurm test always starts engines: it is in the engine tier without saying so twice. A file in ALONE
-    is marked `alone`."""
+    is marked `alone`. Under `--pin-cores`, the HEAVY_FIRST files come first, each file's tests in their order."""
     for item in items:
         if item.get_closest_marker("gpu") or item.get_closest_marker("slurm"):
             item.add_marker(pytest.mark.engine)
         if item.path.name in ALONE:
             item.add_marker(pytest.mark.alone)
+    if config.getoption("--pin-cores", default=False):
+        rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 _running = {"item": None}  # the test being set up, run or torn down: module fixtures start processes for it too
@@ -109,3 +103,24 @@ def _guarded_popen_init(self, args, *rest, **kwargs):
 
 
 subprocess.Popen.__init__ = _guarded_popen_init
+
+
+def pytest_addoption(parser):
+    parser.addoption("--pin-cores", action="store_true",
+                     help="under pytest-xdist, each worker keeps to its own share of the CPUs (make test's engine tier)")
+
+
+def pytest_configure(config):
+    """`--pin-cores`: xdist worker K of N keeps to the K-th of N equal shares of the CPUs this run may use, and every
+    process it starts inherits that mask. The engines honour it (torch's and vLLM's thread counts and bindings follow
+    the affinity mask), so two engine tests side by side each have a core of their own instead of both binding threads
+    to every core, which slowed each tenfold. A sweep here is one busy core at a time: one on a core of its own takes
+    the wall time it takes alone (a vLLM sweep 31.3 s pinned, 32.5 s not)."""
+    worker = getattr(config, "workerinput", None)  # an xdist worker's own (its environment is its children's too)
+    if not config.getoption("--pin-cores", default=False) or worker is None:
+        return
+    assert "torch" not in sys.modules, "pin before torch starts its thread pool, or it keeps a thread per core"
+    cpus = sorted(os.sched_getaffinity(0))
+    index, count = int(worker["workerid"].removeprefix("gw")), int(worker["workercount"])
+    share = cpus[index * len(cpus) // count:(index + 1) * len(cpus) // count] or [cpus[index % len(cpus)]]
+    os.sched_setaffinity(0, share)

@@ -1,6 +1,8 @@
 """The suite's tiers (tests/conftest.py): a test that starts an engine, a server or a sweep process without the
 `engine` mark is refused the process, so `make test-fast` (`-m "not engine"`) cannot silently grow slow."""
 
+import os
+
 import pytest
 
 from tests.conftest import REPO, starts_engine
@@ -9,6 +11,8 @@ pytest_plugins = ["pytester"]
 
 INNER = """
 import subprocess
+
+import os
 
 import pytest
 
@@ -53,3 +57,45 @@ def test_an_unmarked_test_is_refused_its_engine_process(pytester):
     result.assert_outcomes(passed=2, failed=1, errors=1)
     result.stdout.fnmatch_lines(["*test_unmarked_sweep starts*mark it @pytest.mark.engine*"])
     result.stdout.fnmatch_lines(["*ERROR*test_a_module_fixture_starts_it_for_an_unmarked_test*"])
+
+
+PINNED = """
+import os
+
+
+def test_where_it_runs():
+    share = sorted(os.sched_getaffinity(0))
+    with open(os.path.join(os.environ["PINNED_OUT"], os.environ["PYTEST_XDIST_WORKER"]), "w") as f:
+        f.write(repr(share))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two workers on cores of their own need two cores")
+def test_pinned_workers_each_keep_to_their_own_share_of_the_cores(pytester, monkeypatch):
+    """make test's engine tier (`-n 2 --pin-cores`): each xdist worker, and so each engine it starts, on its own half of
+    the CPUs, the two halves together every CPU the run had."""
+    pytester.makeconftest((REPO / "tests" / "conftest.py").read_text())
+    pytester.makeini("[pytest]\nmarkers =\n    engine: starts an engine\n    gpu: gpu\n    slurm: slurm\n"
+                     "    alone: alone\n")
+    pytester.makepyfile(test_one=PINNED, test_two=PINNED)
+    monkeypatch.setenv("PINNED_OUT", str(pytester.path))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile", "--pin-cores")
+    result.assert_outcomes(passed=2)
+    shares = [eval((pytester.path / worker).read_text()) for worker in ("gw0", "gw1")]
+    cpus = sorted(os.sched_getaffinity(0))
+    assert shares == [cpus[:len(cpus) // 2], cpus[len(cpus) // 2:]]
+
+
+def test_the_heavy_files_come_first_under_pin_cores_each_in_its_own_order(pytester):
+    from tests.conftest import HEAVY_FIRST
+
+    assert sorted(name for name in HEAVY_FIRST if not (REPO / "tests" / name).exists()) == []
+    pytester.makeconftest((REPO / "tests" / "conftest.py").read_text())
+    pytester.makeini("[pytest]\nmarkers =\n    engine: starts an engine\n    gpu: gpu\n    slurm: slurm\n"
+                     "    alone: alone\n")
+    body = "def test_a():\n    pass\n\n\ndef test_b():\n    pass\n"
+    pytester.makepyfile(**{"test_aaa": body, HEAVY_FIRST[1].removesuffix(".py"): body,
+                           HEAVY_FIRST[0].removesuffix(".py"): body})
+    ids = [line.split(" ")[0] for line in pytester.runpytest("--collect-only", "-q", "--pin-cores").outlines
+           if "::" in line]
+    assert ids == [f"{name}::test_{t}" for name in (*HEAVY_FIRST[:2], "test_aaa.py") for t in "ab"]
