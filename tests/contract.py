@@ -97,24 +97,32 @@ def shm_segments() -> set:
     return set(os.listdir(SHM))
 
 
-def remove_orphaned_shm(before: set) -> list:
-    """Unlink the /dev/shm segments created since `before` that no live process maps or holds open; returns them.
-
-    Only a clean shutdown unlinks an engine's queues; a test that SIGKILLs an engine, as an OOM killer would,
-    leaves them behind, and on a machine that runs the suite again and again they add up to all of its RAM.
-    """
-    in_use = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+def shm_held(pids=None) -> set:
+    """The /dev/shm segments that these processes (every live one, by default) map or hold open."""
+    held = set()
+    for pid in pids if pids is not None else filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/maps") as f:
-                in_use.update(line.rsplit("/dev/shm/", 1)[1].strip() for line in f if "/dev/shm/" in line)
+                held.update(line.rsplit("/dev/shm/", 1)[1].strip() for line in f if "/dev/shm/" in line)
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
                 if target.startswith(str(SHM) + "/"):
-                    in_use.add(target[len(str(SHM)) + 1:])
+                    held.add(target[len(str(SHM)) + 1:])
         except OSError:
             continue
-    orphans = sorted(shm_segments() - before - in_use)
+    return held
+
+
+def remove_orphaned_shm(held: set) -> list:
+    """Unlink the /dev/shm segments of `held` (what a test's engine held, read before the test killed it) that are
+    still there and that no live process maps or holds open now; returns them.
+
+    Only a clean shutdown unlinks an engine's queues; a test that SIGKILLs an engine, as an OOM killer would,
+    leaves them behind, and on a machine that runs the suite again and again they add up to all of its RAM. Only
+    the killed engine's own: a segment another test's engine has just created, and not yet mapped (a semaphore
+    its spawned child is about to open), is not this test's to remove.
+    """
+    orphans = sorted((held & shm_segments()) - shm_held())
     for name in orphans:
         try:
             os.unlink(os.path.join(SHM, name))

@@ -20,7 +20,7 @@ import pytest
 from harness.measure.writers import REQUEST_COLUMNS, RESULT_COLUMNS
 from harness.scenarios.stream import SERVER_SERIES
 from tests.conftest import REPO, run_benchmark
-from tests.contract import MARKER, processes_with, remove_orphaned_shm, rows, run_marked, shm_segments
+from tests.contract import MARKER, processes_with, remove_orphaned_shm, rows, run_marked, shm_held
 
 SERVER = ("{python} -m vllm.entrypoints.openai.api_server --model {model_dir} --load-format dummy --dtype float32 "
           "--enforce-eager --kv-cache-memory-bytes 268435456 --host 127.0.0.1 --port {port} --max-model-len 512 "
@@ -228,18 +228,19 @@ def test_a_server_that_dies_mid_point_costs_its_rows_and_the_sweep_goes_on(tmp_p
     config = stream_yaml(tmp_path / "s.yaml", backends, rates="[4, 8]")
     marker = uuid.uuid4().hex
     env = {**os.environ, MARKER: marker}
-    shm_before = shm_segments()
+    held = set()  # the server's /dev/shm segments, read just before it is killed
     proc = subprocess.Popen([sys.executable, str(REPO / "benchmark.py"), str(config), "--output-dir",
                              str(tmp_path / "out"), "--no-plots"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         pid, _ = _server_port(marker, time.monotonic() + 300)
         time.sleep(2.0)  # into the first point: 2 warm-up requests, then 16 timed ones at 4/s
+        held = shm_held(processes_with(marker))
         os.killpg(os.getpgid(pid), signal.SIGKILL)  # the server and its engine, as an OOM killer would
         stdout, stderr = proc.communicate(timeout=300)
     finally:
         proc.kill()
-        remove_orphaned_shm(shm_before)  # what the killed engine's queues held
+        remove_orphaned_shm(held)  # what the killed engine's queues held
     assert proc.returncode == 1, stdout[-2000:] + stderr[-2000:]  # a point errored
     status = {(r["backend"], r["request_rate"]): (r["status"], r["error"]) for r in rows(tmp_path / "out" / "results.csv")}
     assert status[("vllm-serve", "4")][0] == status[("vllm-serve", "8")][0] == "error"
