@@ -143,6 +143,8 @@ agree-serve: setup
 agree-clients: setup
 	$(PY) benchmarks/agree_clients.py
 
-# The highest rate the openai backend and aiperf each keep on time on one core, against a loopback load sink.
+# The highest rate the openai backend and aiperf each keep on time on one core, against a loopback load sink: each
+# rate kept by most of three probes, five whole searches per client, the medians and their ranges (benchmarks/
+# client_capacity.py; --tail RATES: the send slip's spread at fixed rates, the bare release loop beside the harness).
 client-capacity: setup
 	$(PY) benchmarks/client_capacity.py

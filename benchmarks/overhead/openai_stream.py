@@ -14,13 +14,19 @@ same for every pair. Both sides must get exactly the output length for every req
 requests per stream; --rate the Poisson rate. At the defaults (16 requests at 16/s, ~45 ms each unloaded) requests
 overlap and two cores keep up; at 40/s they queue.
 
+Where the harness's time goes against the bare loop (issue 50): --metrics-path none drops the server-metrics scrape
+that runs on its own thread during each stream, --release picks how the harness waits for each request's time
+(stream.release), and --pin puts the server on one core and both clients on the other, as make client-capacity
+does, so that what the harness's client spends is not taken from the server it measures.
+
     python benchmarks/overhead/openai_stream.py [--pairs 30] [--batch-sizes 16] [--rate 16] [--input-length 128]
-                                                [--output-length 32]
+                                                [--output-length 32] [--metrics-path none] [--release spin] [--pin]
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import statistics
@@ -35,6 +41,15 @@ from pairs import REPO, arguments, served, with_rate
 sys.path.insert(0, str(REPO / "benchmarks"))
 from serve_pairs import SERVER  # noqa: E402  the agreement benchmarks' vLLM server command, reused
 
+from harness.scenarios.release import DEFAULT_POLICY, POLICIES  # noqa: E402
+
+
+
+def stream_options(parser) -> None:
+    with_rate(parser)
+    parser.add_argument("--metrics-path", default="/metrics", help="the server-metrics scrape's path; none: no scrape")
+    parser.add_argument("--release", choices=POLICIES, default=DEFAULT_POLICY, help="stream.release of the harness")
+    parser.add_argument("--pin", action="store_true", help="the server on the second core, both clients on the first")
 
 
 def user_body(model: str, prompt: List[int], output_length: int) -> Dict:
@@ -82,12 +97,12 @@ async def bare_stream(url: str, bodies: List[Dict], arrivals_s: Tuple[float, ...
         return list(await asyncio.gather(*tasks))
 
 
-def sides(backend, output_length: int, stream_of, tokens: Dict[Tuple[str, int], List[int]]):
+def sides(backend, output_length: int, release: str, stream_of, tokens: Dict[Tuple[str, int], List[int]]):
     """The two timed callables of one shape; each records its per-request output token counts in `tokens`."""
     from harness.measure.metrics import request_figures
 
     def harness(i: int) -> float:
-        timing = served(backend.serve(stream_of(i)))
+        timing = served(backend.serve(dataclasses.replace(stream_of(i), release=release)))
         tokens["harness", i] = [r.output_tokens for r in timing.requests]
         return statistics.mean(request_figures(r).e2e_ms for r in timing.requests)
 
@@ -113,23 +128,34 @@ def same_counts(tokens: Dict[Tuple[str, int], List[int]], n: int, output_length:
 
 
 def main() -> None:
-    args = arguments(__doc__.splitlines()[0], batch_sizes=(16,), extra=with_rate)
+    args = arguments(__doc__.splitlines()[0], batch_sizes=(16,), extra=stream_options)
     from backends.openai_compat.backend import OpenAIBackend, OpenAIOptions
     from harness.config.sections import ModelConfig
     from harness.model.spec import resolve_model
     from harness.plan.points import SweepShape
 
     model = resolve_model(ModelConfig(preset="tiny-llama", weights="random", dtype="fp32"))
-    options = OpenAIOptions(name="openai", command=SERVER)
+    metrics_path = None if args.metrics_path == "none" else args.metrics_path
+    options = OpenAIOptions(name="openai", command=SERVER, metrics_path=metrics_path)
     options.validate("backend")
     backend = OpenAIBackend(options, model, SweepShape(0, args.input_length, args.output_length, scenario="stream"))
+    cores = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cores) < 2:
+        raise SystemExit("--pin needs two cores: one for the server, one for the clients")
     try:
         start_s = time.perf_counter()
+        if args.pin:  # the server's process group inherits the mask it starts with; then this process moves
+            os.sched_setaffinity(0, {cores[1]})
         backend.load()
+        if args.pin:
+            os.sched_setaffinity(0, {cores[0]})
         print(f"server healthy after {time.perf_counter() - start_s:.1f} s at {backend.base_url}", file=sys.stderr,
               flush=True)
+        variant = [f"metrics {args.metrics_path}", f"release {args.release}"] + (["server and client pinned apart"]
+                                                                                 if args.pin else [])
         measure_poisson_streams("openai stream", "aiohttp SSE loop, same bodies and schedule", model, args,
-                                partial(sides, backend, args.output_length), same_counts)
+                                partial(sides, backend, args.output_length, args.release), same_counts,
+                                note=", ".join(variant))
     finally:
         backend.close()
 
