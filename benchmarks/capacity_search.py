@@ -3,7 +3,7 @@ doubles then bisects, and a client's figure is the median of whole searches (iss
 published figure when the search stopped at its first miss)."""
 
 import statistics
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List
 
 SLIP_LIMIT_MS = 1.0
 MIN_REQUESTS = 500
@@ -55,7 +55,7 @@ def summary(found: Dict[str, List[float]]) -> List[str]:
     return lines
 
 
-def tail(clients: Dict[str, object], rates: List[float], probes: int, seconds: float) -> List[str]:
+def tail(clients: Dict[str, Any], rates: List[float], probes: int, seconds: float) -> List[str]:
     """Fixed-rate probes, `probes` of each client at each rate, alternated client by client: the spread of the p99
     send slip from probe to probe, how many probes kept the rate, and the share of requests 1 ms late or more."""
     lines = []
@@ -64,7 +64,7 @@ def tail(clients: Dict[str, object], rates: List[float], probes: int, seconds: f
         results: Dict[str, List[dict]] = {name: [] for name in clients}
         for _ in range(probes):
             for name, client in clients.items():
-                results[name].append(client.probe(rate, n))  # type: ignore[attr-defined]
+                results[name].append(client.probe(rate, n))
         for name, runs in results.items():
             p99 = sorted(r["slip_p99_ms"] for r in runs)
             late = [r.get("late_share", float("nan")) for r in runs]

@@ -40,6 +40,13 @@ def test_a_module_fixture_starts_it_for_an_unmarked_test(server):
 """
 
 
+def with_the_suites_conftest(pytester) -> None:
+    """A scratch suite run by this repository's conftest, its markers declared."""
+    pytester.makeconftest((REPO / "tests" / "conftest.py").read_text())
+    pytester.makeini("[pytest]\nmarkers =\n    engine: starts an engine\n    gpu: gpu\n    slurm: slurm\n"
+                     "    alone: alone\n")
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["python", "benchmark.py", "y.yaml"], True), (["python", "-m", "harness.run.worker", "job"], True),
     (["torchrun", "--nproc-per-node", "2"], True), (["bash", "scripts/setup-venv.sh", "v"], True),
@@ -50,8 +57,7 @@ def test_what_counts_as_an_engine_process(argv, expected):
 
 
 def test_an_unmarked_test_is_refused_its_engine_process(pytester):
-    pytester.makeconftest((REPO / "tests" / "conftest.py").read_text())
-    pytester.makeini("[pytest]\nmarkers =\n    engine: starts an engine\n    gpu: gpu\n    slurm: slurm\n")
+    with_the_suites_conftest(pytester)
     pytester.makepyfile(test_inner=INNER)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1, errors=1)
@@ -74,9 +80,7 @@ def test_where_it_runs():
 def test_pinned_workers_each_keep_to_their_own_share_of_the_cores(pytester, monkeypatch):
     """make test's engine tier (`-n 2 --pin-cores`): each xdist worker, and so each engine it starts, on its own half of
     the CPUs, the two halves together every CPU the run had."""
-    pytester.makeconftest((REPO / "tests" / "conftest.py").read_text())
-    pytester.makeini("[pytest]\nmarkers =\n    engine: starts an engine\n    gpu: gpu\n    slurm: slurm\n"
-                     "    alone: alone\n")
+    with_the_suites_conftest(pytester)
     pytester.makepyfile(test_one=PINNED, test_two=PINNED)
     monkeypatch.setenv("PINNED_OUT", str(pytester.path))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile", "--pin-cores")
@@ -90,9 +94,7 @@ def test_the_heavy_files_come_first_under_pin_cores_each_in_its_own_order(pytest
     from tests.conftest import HEAVY_FIRST
 
     assert sorted(name for name in HEAVY_FIRST if not (REPO / "tests" / name).exists()) == []
-    pytester.makeconftest((REPO / "tests" / "conftest.py").read_text())
-    pytester.makeini("[pytest]\nmarkers =\n    engine: starts an engine\n    gpu: gpu\n    slurm: slurm\n"
-                     "    alone: alone\n")
+    with_the_suites_conftest(pytester)
     body = "def test_a():\n    pass\n\n\ndef test_b():\n    pass\n"
     pytester.makepyfile(**{"test_aaa": body, HEAVY_FIRST[1].removesuffix(".py"): body,
                            HEAVY_FIRST[0].removesuffix(".py"): body})

@@ -44,8 +44,8 @@ from serve_pairs import SERVER  # noqa: E402  the agreement benchmarks' vLLM ser
 from harness.scenarios.release import DEFAULT_POLICY, POLICIES  # noqa: E402
 
 
-
 def stream_options(parser) -> None:
+    """This script's own options beyond the rate: what the harness does during a stream, and where it runs."""
     with_rate(parser)
     parser.add_argument("--metrics-path", default="/metrics", help="the server-metrics scrape's path; none: no scrape")
     parser.add_argument("--release", choices=POLICIES, default=DEFAULT_POLICY, help="stream.release of the harness")
