@@ -9,6 +9,7 @@ from pathlib import Path
 
 try:
     from app.cli import main
+    from harness.run.exit_now import exit_now
 except ModuleNotFoundError as e:
     if (Path(__file__).resolve().parent / (e.name or "").split(".")[0]).is_dir():
         raise  # one of the harness's own packages: a broken checkout, not a missing dependency
@@ -17,4 +18,4 @@ except ModuleNotFoundError as e:
     sys.exit(2)
 
 if __name__ == "__main__":  # engines such as vLLM spawn processes that re-import this file
-    sys.exit(main())
+    exit_now(main())  # every file written and synced: the modules' teardown is skipped (harness/run/exit_now.py)

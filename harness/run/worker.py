@@ -23,6 +23,7 @@ from harness.measure.records import PointResult, RunContext
 from harness.model.spec import ModelSpec
 from harness.plan.entry import EntryPlan
 from harness.plan.points import SweepPoint
+from harness.run.exit_now import exit_now
 from harness.run.process_group import die_with_parent
 from harness.run.runner import EntryRunner, RunEvents
 
@@ -145,4 +146,4 @@ def end_process_group() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    exit_now(main(sys.argv[1], sys.argv[2]))  # everything it owns is closed by now (harness/run/exit_now.py)
