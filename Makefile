@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup typecheck test-fast test-times test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup typecheck test-fast test-times test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time sweep-startup agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -127,6 +127,11 @@ overhead-stream: setup
 # `--plan` for 70B on 8 H100s, from a fresh interpreter as a user runs it (target < 5 s; no torch imported).
 plan-time: setup
 	$(PY) benchmarks/plan_time.py
+
+# A sweep's own start-up and end (docs/measurement.md, "Where a sweep's time goes"): a 4-entry hf sweep's first row
+# and a 16-entry synthetic grid's wall time, five runs each; TREES="a b" alternates checkouts to compare them.
+sweep-startup: setup
+	$(PY) benchmarks/sweep_startup.py $(foreach t,$(TREES),--tree $(t))
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -44,6 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agree_clients import aiperf_executable  # noqa: E402
+from cli_types import positive  # noqa: E402
 from capacity_search import MIN_REQUESTS, SLIP_LIMIT_MS, search, summary, tail  # noqa: E402
 from backends.openai_compat.backend import OpenAIBackend, OpenAIOptions  # noqa: E402
 from harness.config.sections import ModelConfig  # noqa: E402
@@ -183,19 +184,6 @@ def start_sink() -> tuple:
                 sink.kill()
                 raise SystemExit("the load sink did not start") from None
             time.sleep(0.1)
-
-
-def positive(kind: type, least: float):
-    """An argparse type: a finite number of `kind` at least `least`, else one line naming what is allowed."""
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or not math.isfinite(value) or value < least:
-            raise argparse.ArgumentTypeError(f"must be a finite {kind.__name__} of at least {least:g}, got {text!r}")
-        return value
-    return parse
 
 
 def rates_list(text: str) -> List[float]:
