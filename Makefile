@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup typecheck test-fast test-times test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time sweep-startup agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup typecheck test-fast test-times test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time sweep-startup digits-model agree-vllm agree-serve agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -132,6 +132,11 @@ plan-time: setup
 # and a 16-entry synthetic grid's wall time, five runs each; TREES="a b" alternates checkouts to compare them.
 sweep-startup: setup
 	$(PY) benchmarks/sweep_startup.py $(foreach t,$(TREES),--tree $(t))
+
+# The digits model and its draft (scripts/train_digits_model.py): a small Llama trained here to reverse and sort
+# digit strings, with a held-out split, into results/models/digits-llama (about two minutes on two cores).
+digits-model: setup
+	$(PY) scripts/train_digits_model.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
