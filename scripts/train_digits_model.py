@@ -12,10 +12,10 @@ the data order and torch's thread count are fixed, so on one machine it writes t
 machine whose CPU runs other kernels the float sums round otherwise and the bytes differ, the skill does not.
 
 The folder is a model folder like any other (`model.name_or_path`, `weights: pretrained`): config.json,
-model.safetensors, generation_config.json, a character-level tokenizer with BOS and EOS and a chat template, and
-task/test.jsonl (one {"prompt", "answer"} per line). The draft, for speculative decoding, is in its draft/
-subfolder with the same tokenizer: one layer instead of two, half the width, trained for fewer steps, so that it
-agrees with the model often but not always.
+model.safetensors, generation_config.json, a character-level tokenizer with BOS and EOS and a chat template,
+task/test.jsonl (one {"prompt", "answer"} per line) and task/prompts.jsonl (the same prompts as a sweep's prompt
+file). The draft, for speculative decoding, is in its draft/ subfolder with the same tokenizer: one layer instead
+of two, half the width, trained for fewer steps, so that it agrees with the model often but not always.
 
     python scripts/train_digits_model.py [--out results/models/digits-llama] [--evaluate-only]
 """
@@ -204,6 +204,10 @@ def save(model, folder: Path, examples: List[Tuple[str, str]]) -> None:
     (folder / "task").mkdir(exist_ok=True)
     (folder / "task" / "test.jsonl").write_text(
         "".join(json.dumps({"prompt": p, "answer": a}) + "\n" for p, a in examples))
+    # The same prompts as a sweep's workload (`workload: {prompts: .../task/prompts.jsonl, template: chat}`), each
+    # capped at its answer's length: a forced output runs on past the answer, into tokens nothing taught the model.
+    (folder / "task" / "prompts.jsonl").write_text(
+        "".join(json.dumps({"prompt": p, "max_tokens": len(a)}) + "\n" for p, a in examples))
 
 
 def main(argv=None) -> int:

@@ -60,6 +60,7 @@ def test_training_is_reproducible_and_the_seed_matters():
 def test_the_saved_folder_is_a_model_the_harness_takes(tmp_path):
     from harness.config.sections import ModelConfig
     from harness.model.spec import resolve_model
+    from workloads.prompt_file import read_prompt_file
 
     examples = digits.test_split()
     model = digits.train(TINY, {p for p, _ in examples}, log=lambda line: None)
@@ -68,6 +69,10 @@ def test_the_saved_folder_is_a_model_the_harness_takes(tmp_path):
     assert spec.num_params == sum(p.numel() for p in model.parameters())
     lines = [json.loads(line) for line in (tmp_path / "task" / "test.jsonl").read_text().splitlines()]
     assert [(x["prompt"], x["answer"]) for x in lines] == examples
+    prompts = [json.loads(line) for line in (tmp_path / "task" / "prompts.jsonl").read_text().splitlines()]
+    assert prompts == [{"prompt": p, "max_tokens": len(a)} for p, a in examples]
+    read = read_prompt_file(tmp_path / "task" / "prompts.jsonl").records  # what a sweep's workload reads
+    assert [record.max_tokens for record in read] == [len(a) for _, a in examples]
     share, (low, high) = digits.accuracy(model, examples[:20])  # three steps of training: no skill yet
     assert share == 0.0 and low == 0.0 and 0 < high < 0.2
 
