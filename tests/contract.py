@@ -129,3 +129,14 @@ def remove_orphaned_shm(held: set) -> list:
         except FileNotFoundError:
             pass
     return orphans
+
+
+def refused_argument(parse_args, argv, capsys) -> str:
+    """A benchmark script's `parse_args(argv)` refusing: exit 2, no traceback; returns what it printed."""
+    import pytest
+
+    with pytest.raises(SystemExit) as e:
+        parse_args(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "Traceback" not in err, err
+    return err

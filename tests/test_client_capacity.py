@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.contract import refused_argument
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -65,10 +66,7 @@ def test_the_figure_is_each_clients_median_with_its_range_and_the_ratio_of_media
     (["--clients", "ours,wrk"], "--clients: wrk: not one of ours, aiperf"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(argv, says, capsys):
-    with pytest.raises(SystemExit) as e:
-        client_capacity.parse_args(argv)
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and says in err and "Traceback" not in err
+    assert says in refused_argument(client_capacity.parse_args, argv, capsys)
 
 
 def test_the_bare_release_loop_stamps_every_request_at_its_rate():
