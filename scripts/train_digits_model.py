@@ -42,6 +42,8 @@ PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 # One token per character: the digits, the instructions' letters, the space and the "=" that ends every prompt.
 ALPHABET = sorted(set("0123456789 =" + "".join(OPERATIONS)))
 VOCAB = [PAD, BOS, EOS, UNK] + ALPHABET
+INDEX = {token: i for i, token in enumerate(VOCAB)}
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = (INDEX[t] for t in (PAD, BOS, EOS, UNK))
 CHAT_TEMPLATE = "{{- bos_token }}{{- messages[-1]['content'] }}{%- if add_generation_prompt %}{{- '=' }}{%- endif %}"
 THREADS = 2  # fixed, not the machine's: the reductions' order, and so the bytes, follow the thread count
 
@@ -97,16 +99,15 @@ def build_tokenizer():
     tok = Tokenizer(models.WordLevel({token: i for i, token in enumerate(VOCAB)}, unk_token=UNK))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.decoder = decoders.Fuse()
-    tok.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, VOCAB.index(BOS))])
+    tok.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, BOS_ID)])
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=BOS, eos_token=EOS, unk_token=UNK, pad_token=PAD,
                                    chat_template=CHAT_TEMPLATE, model_max_length=64)
 
 
 def encode(prompt: str, answer: str) -> Tuple[List[int], int]:
     """BOS, the prompt and "=", the answer, EOS; and how many leading tokens are the prompt's (not learned)."""
-    index = {token: i for i, token in enumerate(VOCAB)}
-    question = [index[BOS]] + [index[c] for c in prompt + "="]
-    return question + [index[c] for c in answer] + [index[EOS]], len(question)
+    question = [BOS_ID] + [INDEX[c] for c in prompt + "="]
+    return question + [INDEX[c] for c in answer] + [EOS_ID], len(question)
 
 
 def build_model(shape: ModelShape):
@@ -117,8 +118,8 @@ def build_model(shape: ModelShape):
     config = LlamaConfig(vocab_size=len(VOCAB), hidden_size=shape.hidden_size,
                          intermediate_size=3 * shape.hidden_size, num_hidden_layers=shape.num_layers,
                          num_attention_heads=shape.num_heads, num_key_value_heads=shape.num_heads,
-                         max_position_embeddings=64, bos_token_id=VOCAB.index(BOS), eos_token_id=VOCAB.index(EOS),
-                         pad_token_id=VOCAB.index(PAD), tie_word_embeddings=True, torch_dtype="float32")
+                         max_position_embeddings=64, bos_token_id=BOS_ID, eos_token_id=EOS_ID, pad_token_id=PAD_ID,
+                         tie_word_embeddings=True, torch_dtype="float32")
     return LlamaForCausalLM(config)
 
 
@@ -148,12 +149,12 @@ def _train(shape: ModelShape, held_out: set, log):
     for step in range(shape.steps):
         encoded = [encode(*next(stream)) for _ in range(BATCH)]
         width = max(len(ids) for ids, _ in encoded)
-        ids = torch.full((BATCH, width), VOCAB.index(PAD))
+        ids = torch.full((BATCH, width), PAD_ID)
         labels = torch.full((BATCH, width), -100)
         for row, (tokens, prompt_len) in enumerate(encoded):
             ids[row, :len(tokens)] = torch.tensor(tokens)
             labels[row, prompt_len:len(tokens)] = ids[row, prompt_len:len(tokens)]
-        loss = model(input_ids=ids, attention_mask=(ids != VOCAB.index(PAD)).long(), labels=labels).loss
+        loss = model(input_ids=ids, attention_mask=(ids != PAD_ID).long(), labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -176,10 +177,9 @@ def greedy_answers(model, prompts: List[str]) -> List[str]:
         for group in by_length.values():
             ids = torch.tensor([encode(prompt, "")[0][:-1] for prompt in group])  # BOS, prompt, "=" (no EOS)
             out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                 max_new_tokens=MAX_DIGITS + 1, pad_token_id=VOCAB.index(PAD),
-                                 eos_token_id=VOCAB.index(EOS))
+                                 max_new_tokens=MAX_DIGITS + 1, pad_token_id=PAD_ID, eos_token_id=EOS_ID)
             for prompt, row in zip(group, out[:, ids.shape[1]:].tolist()):
-                row = row[:row.index(VOCAB.index(EOS))] if VOCAB.index(EOS) in row else row + [VOCAB.index(UNK)]
+                row = row[:row.index(EOS_ID)] if EOS_ID in row else row + [UNK_ID]
                 answers[prompt] = "".join(VOCAB[t] for t in row)  # no EOS: a wrong answer
     return [answers[prompt] for prompt in prompts]
 
