@@ -34,8 +34,10 @@ hardware: {cost_per_hour: 2.0}
 # 31 to 40 GB/s, while decode at batch 1 streams llama-1b at 32 to 40 (it reaches the machine's peak). A sweep's probe
 # taken in a slow moment would make a fast decode read as more than the peak, so the check holds decode against the
 # best peak of two moments, the sweep's probe and one taken here after it, with 5% for decode's own noise: a formula
-# that counted the bytes twice would still be off by 2x.
-DECODE_NOISE = 1.05
+# that counted the bytes twice would still be off by 2x. The matmul probe moves too (0.090 to 0.095 TFLOP/s on one
+# core, five probes in a row), and prefill at 2 x 32 tokens reaches it: CI once read MFU 1.008. So MFU is held the
+# same way.
+NOISE = 1.05
 
 
 @pytest.mark.engine
@@ -47,8 +49,9 @@ def test_llama_1b_decode_uses_a_real_share_of_the_measured_bandwidth(sweep):
         assert r["status"] == "ok", (r["status"], r["error"])
     one = results[1]
     sweep_peak = float(one["peak_memory_bandwidth_gbps"])
-    best_peak = max(sweep_peak, measure_cpu_peaks("fp32").memory_bandwidth_gbps)
-    assert 0.2 <= float(one["decode_bandwidth_gbps"]) / best_peak <= DECODE_NOISE, (one["mbu"], sweep_peak, best_peak)
+    probed_here = measure_cpu_peaks("fp32")
+    best_peak = max(sweep_peak, probed_here.memory_bandwidth_gbps)
+    assert 0.2 <= float(one["decode_bandwidth_gbps"]) / best_peak <= NOISE, (one["mbu"], sweep_peak, best_peak)
     assert float(one["mbu"]) == pytest.approx(float(one["decode_bandwidth_gbps"]) / sweep_peak, rel=1e-3)
     # 1.24B parameters minus the input embedding, in fp32, plus a little KV cache: about 4.1 GB a step.
     assert 3.9e9 < float(one["decode_bytes_per_step"]) < 4.4e9
@@ -58,9 +61,11 @@ def test_llama_1b_decode_uses_a_real_share_of_the_measured_bandwidth(sweep):
         assert int(r["estimated_memory_bytes"]) == pytest.approx(used, rel=0.15)
         # Against the best peak seen: a faster peak only makes the roofline faster, so the ratio grows at most
         # in proportion (decode points are bandwidth-bound).
-        assert float(r["roofline_ratio"]) * best_peak / sweep_peak >= 1 / DECODE_NOISE, (r["roofline_ratio"],
-                                                                                            sweep_peak, best_peak)
-        assert 0 < float(r["mfu"]) <= 1.0
+        assert float(r["roofline_ratio"]) * best_peak / sweep_peak >= 1 / NOISE, (r["roofline_ratio"],
+                                                                                     sweep_peak, best_peak)
+        sweep_tflops = float(r["peak_tflops"])
+        best_tflops = max(sweep_tflops, probed_here.tflops)
+        assert 0 < float(r["mfu"]) * sweep_tflops / best_tflops <= NOISE, (r["mfu"], sweep_tflops, best_tflops)
         assert float(r["cost_per_million_output_tokens"]) == pytest.approx(
             2.0 / 3600 / float(r["throughput_tokens_per_s"]) * 1e6, rel=1e-3)
 
