@@ -2,10 +2,11 @@
 time goes"): `benchmark.py` started as a user starts it, `results.csv` polled for its first row, the process timed
 to its exit.
 
-Two sweeps of tiny-llama, one point an entry (batch 1, input 16, output 8, one warm-up and one timed batch):
-4 hf entries, and a 16-entry synthetic grid. Each is run `--runs` times; with more than one `--tree` (checkouts of
-this repository, e.g. a `git worktree` of an older commit), the trees take turns run by run, so that the machine's
-drift falls on each alike, and the medians are compared.
+Sweeps of tiny-llama, one point an entry (batch 1, input 16, output 8, one warm-up and one timed batch): 4 hf
+entries, a 16-entry synthetic grid, and one vLLM entry under vLLM's default processes and with `multiprocessing:
+false` (its engine core and model in the entry's process). Each is run `--runs` times, the sweeps taking turns; with
+more than one `--tree` (checkouts of this repository, e.g. a `git worktree` of an older commit), the trees take turns
+run by run too, so that the machine's drift falls on each alike, and the medians are compared.
 
     .venv/bin/python benchmarks/sweep_startup.py [--runs 5] [--tree DIR ...]
 """
@@ -13,6 +14,7 @@ drift falls on each alike, and the medians are compared.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import subprocess
@@ -33,7 +35,12 @@ SWEEPS = {
         f"  - {{name: hf, label: hf{i}, device: cpu}}\n" for i in range(4)),
     "a 16-entry synthetic grid": BASE + "benchmark_name: startup-grid\nbackends:\n  - name: synthetic\n"
                                         "    grid: {ttft_ms: [1, 2, 3, 4], tpot_ms: [0.5, 1, 1.5, 2]}\n",
+    **{f"a vLLM entry, multiprocessing: {mp}": BASE + f"benchmark_name: startup-vllm\nbackends:\n  - {{name: vllm, "
+       f"device: cpu, enforce_eager: true, kv_cache_memory_bytes: 268435456, cpu_threads_bind: all, "
+       f"cpu_reserved_cpus: 0, multiprocessing: {mp}}}\n" for mp in ("true", "false")},
 }
+# The pair whose ratio is printed: the in-process engine against vLLM's default, run by run.
+VLLM_PAIR = ("a vLLM entry, multiprocessing: true", "a vLLM entry, multiprocessing: false")
 
 
 def timed_sweep(tree: Path, yaml: Path, out: Path) -> Dict[str, float]:
@@ -51,8 +58,11 @@ def timed_sweep(tree: Path, yaml: Path, out: Path) -> Dict[str, float]:
     if proc.returncode != 0:
         raise SystemExit(f"{tree}: {yaml.name} exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
     budget = json.loads((out / "manifest.json").read_text())["time_budget_s"]
+    with results.open() as f:
+        first = next(csv.DictReader(f))
     return {"first_row_s": first_row_s if first_row_s is not None else exit_s, "exit_s": exit_s,
-            "entries_s": budget["entries_s"], "charts_s": budget["charts_s"]}
+            "entries_s": budget["entries_s"], "charts_s": budget["charts_s"],
+            "tokens_per_s": float(first["throughput_tokens_per_s"])}
 
 
 def parse_args(argv: List[str]) -> argparse.Namespace:
@@ -81,14 +91,20 @@ def main(argv: List[str]) -> int:
                     out = Path(tmp) / f"out-{run}-{yaml.stem}-{i}"
                     seen.setdefault((name, str(tree)), []).append(timed_sweep(tree, yaml, out))
     print(f"{args.runs} runs each, medians (min-max), seconds")
-    print("| sweep | tree | first row | exit | entries | charts |")
-    print("|---|---|--:|--:|--:|--:|")
+    print("| sweep | tree | first row | exit | entries | charts | first row's tok/s |")
+    print("|---|---|--:|--:|--:|--:|--:|")
     for (name, tree), runs in seen.items():
         cells = []
-        for key in ("first_row_s", "exit_s", "entries_s", "charts_s"):
+        for key in ("first_row_s", "exit_s", "entries_s", "charts_s", "tokens_per_s"):
             values = [r[key] for r in runs]
             cells.append(f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
         print(f"| {name} | {tree} | " + " | ".join(cells) + " |")
+    for tree in trees:
+        default, inproc = (seen[(name, str(tree))] for name in VLLM_PAIR)
+        ratios = {key: statistics.median(y[key] / x[key] for x, y in zip(default, inproc))
+                  for key in ("exit_s", "tokens_per_s")}
+        print(f"{tree}: vLLM multiprocessing false / true, median of paired runs: exit {ratios['exit_s']:.3f}, "
+              f"tok/s {ratios['tokens_per_s']:.3f}")
     if len(trees) == 2:
         for name in SWEEPS:
             a, b = (seen[(name, str(t))] for t in trees)

@@ -141,7 +141,9 @@ def test_what_an_engine_cannot_run_here_is_skipped_with_the_reason(tmp_path, cap
 def vllm_quantized(tmp_path_factory):
     """vLLM's mappings on the CPU, on the harness's weights (random_weights: harness), so that the price is real."""
     folder = tmp_path_factory.mktemp("vllm_quantized")
-    entry = "{name: vllm, device: cpu, kv_cache_memory_bytes: 268435456, enforce_eager: true, random_weights: harness}"
+    # Four engines in the worker's own process (multiprocessing: false): about 19 s sooner each than vLLM's processes.
+    entry = ("{name: vllm, device: cpu, kv_cache_memory_bytes: 268435456, enforce_eager: true, random_weights: harness, "
+             "multiprocessing: false}")
     path = sweep_yaml(folder, "[none, int8, int4, fp8]", entry)
     path.write_text(path.read_text().replace("dtype: fp32", "dtype: bf16"))
     env = {**os.environ, MARKER: uuid.uuid4().hex}

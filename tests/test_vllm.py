@@ -83,6 +83,8 @@ def test_vllm_runtime_in_manifest(sweep):
     assert entry["label"] == "vllm"
     runtime = entry["runtime"]
     assert runtime["kv_cache_capacity_tokens"] > 0 and runtime["cpu_threads_bind"] == "auto"
+    # vLLM's default processes: the engine core apart, the model in its mp executor's worker (the CPU forces mp).
+    assert (runtime["engine_core"], runtime["executor"]) == ("a process of its own", "mp")
     # What the engine's worker built, read back from it, not the "auto" it was given.
     impls = runtime["attention_impls_used"]
     assert isinstance(impls, list) and impls and all(name.endswith("Impl") for name in impls), impls
@@ -120,8 +122,10 @@ def test_rows_and_charts_name_the_modified_model(sweep, tmp_path):
      "backends[0].engine_args.enforce_eager: duplicates backends[0].enforce_eager; set it there"),
     ("backends.0.engine_args={load_format: auto}",
      "backends[0].engine_args.load_format: set by the harness (allowed: any other EngineArgs field)"),
+    ("backends.0.multiprocessing=maybe", "backends[0].multiprocessing: expected true or false, got 'maybe'"),
+    ("backends.0.multiprocessing=0", "backends[0].multiprocessing: expected true or false, got 0"),
 ])
-def test_engine_args_duplicates_are_config_errors(tmp_path, override, message, capsys):
+def test_engine_args_duplicates_and_bad_options_are_config_errors(tmp_path, override, message, capsys):
     yaml = tmp_path / "v.yaml"
     yaml.write_text(SWEEP.replace("  - {name: hf, device: cpu}\n", ""))
     assert main([str(yaml), override, "--dry-run"]) == 2
@@ -154,3 +158,14 @@ def test_a_worker_stuck_loading_is_killed_after_the_load_timeout(tmp_path):
         assert r["error"] == ("worker timed out after 5 s (load_timeout_s) while loading the model "
                               "(log: logs/synthetic.log)")
     assert not processes_with(marker)
+
+
+@pytest.mark.parametrize("multiprocessing, env", [(True, "1"), (False, "0")])
+def test_the_entrys_multiprocessing_holds_whatever_the_shell_exports(multiprocessing, env, monkeypatch):
+    from backends.vllm_engine.engine import VLLMBackend
+    from backends.vllm_engine.options import VLLMOptions
+
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1" if env == "0" else "0")
+    options = VLLMOptions(name="vllm", device="cpu", multiprocessing=multiprocessing)
+    placement = VLLMBackend.resolve_placement(options)
+    assert VLLMBackend.launch_env(options, placement)["VLLM_ENABLE_V1_MULTIPROCESSING"] == env

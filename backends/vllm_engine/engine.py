@@ -92,6 +92,8 @@ class VLLMBackend(Backend[VLLMOptions]):
     @classmethod
     def launch_env(cls, options: VLLMOptions, placement: Placement) -> Dict[str, str]:
         env = {"RAY_ADDRESS": options.ray_address} if options.ray_address else {}
+        # Set either way: the entry's setting holds whatever the user's shell exports.
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if options.multiprocessing else "0"
         if options.cpu_threads_bind == "all":
             env["VLLM_CPU_OMP_THREADS_BIND"] = split_cores(sorted(os.sched_getaffinity(0)), placement.num_devices)
         elif options.cpu_threads_bind is not None:
@@ -134,6 +136,7 @@ class VLLMBackend(Backend[VLLMOptions]):
         self.cache, self.scheduler = vllm_config.cache_config, vllm_config.scheduler_config
         self.compilation, self.attention = vllm_config.compilation_config, vllm_config.attention_config
         self.model_config, self.spec_config = vllm_config.model_config, vllm_config.speculative_config
+        self.parallel = vllm_config.parallel_config
 
     def _engine_args(self) -> Dict[str, Any]:
         o = self.options
@@ -274,7 +277,9 @@ class VLLMBackend(Backend[VLLMOptions]):
                 # Selected in the engine's worker process when not set here (or by VLLM_ATTENTION_BACKEND).
                 "attention_backend": str(self.attention.backend or "auto: vLLM's choice for the platform"),
                 "attention_impls_used": self._attention_impls_used(),
-                "quantization": str(self.model_config.quantization or "none"), "architecture": self._architecture()}
+                "quantization": str(self.model_config.quantization or "none"), "architecture": self._architecture(),
+                # Where vLLM put its engine core and model workers (the entry's `multiprocessing`), as it resolved it.
+                "engine_core": self._engine_core(), "executor": str(self.parallel.distributed_executor_backend)}
         if self.spec_config is not None:  # what vLLM made of the entry's `speculative` section
             s = self.spec_config
             info["speculative"] = {"method": s.method, "num_speculative_tokens": s.num_speculative_tokens,
@@ -283,6 +288,11 @@ class VLLMBackend(Backend[VLLMOptions]):
             info["cpu_threads_bind"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")
             info["cpu_reserved_cpus"] = os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "vLLM default")
         return info
+
+    def _engine_core(self) -> str:
+        llm = getattr(self, "llm", None)
+        in_process = llm is not None and type(llm.llm_engine.engine_core).__name__ == "InprocClient"
+        return "in the entry's process" if in_process else "a process of its own"
 
     def _attention_impls_used(self) -> object:
         """The attention implementations the engine's workers built, read back from them: each attention layer's
