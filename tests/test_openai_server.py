@@ -24,8 +24,10 @@ from harness.scenarios.stream import StreamSpec
 from tests.conftest import REPO
 from tests.replay import conversation_stream
 
+# The model in the engine core's process (VLLM_ENABLE_V1_MULTIPROCESSING=0): the server starts 7 s sooner here, and
+# its group still holds two processes for close() to end. tests/test_stream_e2e.py keeps vLLM's own processes.
 VLLM_COMMAND = (
-    "{python} -m vllm.entrypoints.openai.api_server --model {model_dir} --load-format dummy --dtype float32 "
+    "env VLLM_ENABLE_V1_MULTIPROCESSING=0 {python} -m vllm.entrypoints.openai.api_server --model {model_dir} --load-format dummy --dtype float32 "
     "--enforce-eager --kv-cache-memory-bytes 268435456 --host 127.0.0.1 --port {port} --max-model-len 512 "
     "--disable-uvicorn-access-log"
 )
