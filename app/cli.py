@@ -35,12 +35,14 @@ from harness.measure.writers import ResultsDir
 from harness.model.drafts import check_drafts
 from harness.model.hardware import Machine, planning_for
 from harness.model.spec import ModelSpec, resolve_models
+from harness.plan.entry import EntryPlan
 from harness.plan.forecast import calibrate
 from harness.plan.sweep import plan_sweep
 from harness.run.cluster import open_control
 from harness.run.worker import quiet_import_noise
 from workloads.base import Workload
 from workloads.registry import WORKLOADS, build_workload
+from workloads.tasks import load_tasks
 
 SCHEDULER_NODES = 4096  # room for any entry until each template's job is checked against its own nodes
 AGENT_JOIN_TIMEOUT_S = 600.0
@@ -247,7 +249,7 @@ def _main(argv: List[str]) -> int:
             return show_plan_of(args, config, models, machine)
         with planning_for(machine):
             plans = [plan for model, workload in models
-                     for plan in plan_sweep(config, model, BACKENDS, workload)]
+                     for plan in with_accuracy(plan_sweep(config, model, BACKENDS, workload), config, model)]
         if args.dry_run:
             print_plan(plans)
             print_dry_run_floors(config, plans, machine, console)
@@ -314,6 +316,14 @@ def models_of(config: SweepConfig) -> List[Tuple[ModelSpec, Workload]]:
         check_drafts(config, model)
         pairs.append((model, build_workload(config, model)))
     return pairs
+
+
+def with_accuracy(plans: List[EntryPlan], config: SweepConfig, model: ModelSpec) -> List[EntryPlan]:
+    """The model's accuracy tasks, read once (a bad line stops the sweep here), handed to each of its entries."""
+    tasks = load_tasks(config.accuracy, model)
+    for plan in plans:
+        plan.accuracy_tasks, plan.accuracy_batch_size = tasks, config.accuracy.batch_size
+    return plans
 
 
 def planned_machine_of(config: SweepConfig) -> Optional[Machine]:

@@ -41,7 +41,8 @@ NUMBER_COLUMNS = (R.request_rate, R.achieved_request_rate, R.throughput_tokens_p
                   R.decode_bandwidth_gbps, R.mbu, R.prefill_bytes, R.prefill_flops, R.prefill_tflops, R.mfu,
                   R.roofline_ratio, R.cost_per_million_output_tokens, R.energy_j_per_output_token, R.avg_power_w,
                   R.prefix_cache_hit_rate, R.server_prefix_cache_hit_rate, R.logits_rel_error, R.top1_agreement,
-                  R.perplexity, R.perplexity_delta)
+                  R.perplexity, R.perplexity_delta, R.accuracy, R.accuracy_ci95_low, R.accuracy_ci95_high,
+                  R.accuracy_examples, R.accuracy_delta, R.accuracy_delta_ci95_low, R.accuracy_delta_ci95_high)
 INTEGER_COLUMNS = POINT_COLUMNS + (R.max_concurrency,)
 # What a requests.csv row shares with its results.csv row (hardware and model may be filled in from the
 # manifest in results only, so they are left out).

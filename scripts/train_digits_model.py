@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 import time
@@ -184,18 +183,14 @@ def greedy_answers(model, prompts: List[str]) -> List[str]:
     return [answers[prompt] for prompt in prompts]
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> Tuple[float, float]:
-    """The 95% Wilson score interval of a share: sound at 0 and at n, where the normal approximation is not."""
-    share, denominator = successes / n, 1 + z * z / n
-    centre = (share + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def accuracy(model, examples: List[Tuple[str, str]]) -> Tuple[float, Tuple[float, float]]:
+    """The share answered exactly and its 95% Wilson interval (the harness's, harness/measure/stats.py)."""
+    sys.path.insert(0, str(REPO))
+    from harness.measure.stats import wilson
+
     got = greedy_answers(model, [prompt for prompt, _ in examples])
     right = sum(g == answer for g, (_, answer) in zip(got, examples))
-    return right / len(examples), wilson_interval(right, len(examples))
+    return right / len(examples), wilson(right, len(examples))
 
 
 def save(model, folder: Path, examples: List[Tuple[str, str]]) -> None:

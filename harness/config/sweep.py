@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Protocol, Tuple, Union
 
+from harness.config.accuracy import AccuracyConfig, validate_accuracy
 from harness.config.cluster import ClusterConfig, validate_cluster
 from harness.config.engine import BackendOptions
 from harness.config.grid import expand_grids
@@ -112,6 +113,8 @@ class SweepYaml:
     output: OutputConfig = opt(factory=OutputConfig, measures=False, help="Where results go besides the local folder.")
     hardware: HardwareConfig = opt(factory=HardwareConfig, help="Peaks and price the numbers are held against.")
     quality: QualityConfig = opt(factory=QualityConfig, help="The accuracy price quantized entries are held to.")
+    accuracy: AccuracyConfig = opt(factory=AccuracyConfig, help="Task accuracy of every entry, through the engine "
+                                   "it timed (docs/measurement.md, \"Accuracy\").")
     cluster: ClusterConfig = opt(
         factory=ClusterConfig, measures=False, help="The machines entries with `nodes` above 1 run across "
                                  "(docs/measurement.md, \"More than one node\").")
@@ -184,7 +187,7 @@ def _typed(parsed: SweepYaml, backends: "Registry", workloads: "Registry", folde
     expanded = expand_quantization(expand_entries(parsed.backends), quantizations(model_sections(parsed)))
     expanded = expand_grids(expanded, backends, large_grids)
     workload = workloads.options(parsed.workload, "workload")
-    for section in (workload, parsed.stream, parsed.quality):
+    for section in (workload, parsed.stream, parsed.quality, parsed.accuracy):
         section.resolve_paths(folder)
     typed = dict(
         backends=[backends.options(entry, key) for key, _, entry in expanded],
@@ -241,6 +244,7 @@ def validate(config: SweepConfig) -> None:
         _validate_upload_uri(config.output.upload_uri)
     validate_hardware(config.hardware)
     validate_quality(config.quality, model_sections(config))
+    validate_accuracy(config.accuracy, config.scenario)
     validate_cluster(config.cluster, config.backends, [entry_key(config, i) for i in range(len(config.backends))])
 
 

@@ -20,7 +20,9 @@ from typing import Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from harness.measure.records import PointResult, point_key
+from harness.measure.stats import difference, wilson
 from harness.plan.entry import EntryPlan
+from harness.scenarios.accuracy import AccuracyTask, TaskScore, answered
 from harness.scenarios.batch import LogitsProbe
 
 
@@ -33,6 +35,10 @@ class QualityPrice:
     logits_rel_error: Optional[float] = None
     top1_agreement: Optional[float] = None
     perplexity_delta: Optional[float] = None  # minus quality_reference's, on quality.text
+    # accuracy minus quality_reference's on accuracy.tasks, with its 95% interval (harness/measure/stats.py)
+    accuracy_delta: Optional[float] = None
+    accuracy_delta_ci95_low: Optional[float] = None
+    accuracy_delta_ci95_high: Optional[float] = None
 
 
 def _settings(options) -> dict:
@@ -58,6 +64,12 @@ class QualityCheck:
         self.perplexities: Dict[Tuple[str, str], float] = {
             (r["model"], r["backend"]): float(r["perplexity"]) for r in rows
             if r.get("backend") in self.references.values() and r.get("perplexity") not in (None, "")}
+        # (model, reference entry) -> (correct, examples) on accuracy.tasks; a row holds the share and the count
+        self.accuracies: Dict[Tuple[str, str], Tuple[int, int]] = {
+            (r["model"], r["backend"]): (round(float(r["accuracy"]) * int(r["accuracy_examples"])),
+                                         int(r["accuracy_examples"])) for r in rows
+            if r.get("backend") in self.references.values() and r.get("accuracy") not in (None, "")
+            and r.get("accuracy_examples") not in (None, "")}
 
     @property
     def active(self) -> bool:
@@ -83,7 +95,7 @@ class QualityCheck:
             held = self._held(point_key(result.context.model, reference, result.point))
             if held is not None:
                 error, top1 = compare(held, probe)
-        return QualityPrice(reference or "", error, top1, delta)
+        return QualityPrice(reference or "", error, top1, delta, *self._accuracy_delta(result, label, reference))
 
     def _keep(self, key: Tuple, probe: LogitsProbe) -> None:
         self.probes[key] = probe
@@ -106,6 +118,18 @@ class QualityCheck:
     def _file(self, key: Tuple) -> Path:
         assert self.folder is not None  # only a check that keeps its probes on disk names their files
         return self.folder / (hashlib.sha1(repr(key).encode()).hexdigest()[:16] + ".npz")
+
+    def _accuracy_delta(self, result: PointResult, label: str, reference: Optional[str]) -> Tuple[Optional[float], ...]:
+        """(difference, its interval's ends): 0 and no interval on a reference's own rows."""
+        if result.accuracy is None:
+            return None, None, None
+        model, counts = result.context.model, (result.accuracy.correct, result.accuracy.examples)
+        if label in self.references.values():
+            self.accuracies[(model, label)] = counts
+            return 0.0, None, None
+        if reference is not None and (model, reference) in self.accuracies:
+            return difference(*counts, *self.accuracies[(model, reference)])
+        return None, None, None
 
     def _perplexity_delta(self, result: PointResult, label: str, reference: Optional[str]) -> Optional[float]:
         if result.perplexity is None:
@@ -132,6 +156,14 @@ def compare(reference: LogitsProbe, other: LogitsProbe) -> Tuple[Optional[float]
     return error, (same / positions if positions else None)
 
 
+def score_entry(backend, plan: EntryPlan) -> Tuple[Optional[float], Optional[TaskScore], Dict[str, object]]:
+    """quality.text's perplexity and accuracy.tasks' answers, once per entry after its load, untimed; and what the
+    manifest says of both."""
+    perplexity, scored = score_text(backend, plan)
+    accuracy, answered = score_tasks(backend, plan.accuracy_tasks, plan.accuracy_batch_size)
+    return perplexity, accuracy, {**scored, **answered}
+
+
 def score_text(backend, plan: EntryPlan) -> Tuple[Optional[float], Dict[str, object]]:
     """quality.text's perplexity, once per entry after its load (untimed), and what the manifest says of it; a failure
     is said there and leaves the column empty, not the entry's measurements."""
@@ -145,3 +177,57 @@ def score_text(backend, plan: EntryPlan) -> Tuple[Optional[float], Dict[str, obj
         return None, {"perplexity": f"not scored: {plan.options.name} has no forward to score with"}
     return value, {"perplexity": value, "perplexity_tokens": len(plan.perplexity_ids),
                    "perplexity_window": plan.perplexity_window}
+
+
+# Task accuracy (docs/measurement.md, "Accuracy"): once per entry, after its load and before its points, the entry's
+# own engine instance answers every example of `accuracy.tasks` greedily; an answer counts on exact match
+# (harness/scenarios/accuracy.py). Its 95% Wilson interval, and a quantized entry's difference from its reference
+# with Newcombe's interval, are harness/measure/stats.py's.
+
+def task_summary(score: TaskScore) -> Dict[str, object]:
+    """One task's figures, as the manifest gives them."""
+    low, high = wilson(score.correct, score.examples)
+    return {"task": score.task, "metric": "exact_match", "examples": score.examples, "correct": score.correct,
+            "accuracy": score.accuracy, "ci95_low": low, "ci95_high": high}
+
+
+def pooled(scores: Sequence[TaskScore]) -> Optional[TaskScore]:
+    """Every task's examples as one: the row's `accuracy`."""
+    if not scores:
+        return None
+    return TaskScore("+".join(s.task for s in scores), sum(s.examples for s in scores),
+                     sum(s.correct for s in scores))
+
+
+def score_tasks(backend, tasks: Sequence[AccuracyTask], batch_size: int) -> Tuple[Optional[TaskScore],
+                                                                                    Dict[str, object]]:
+    """Each task answered through `backend`, the loaded engine, untimed: every task's examples pooled (the row's
+    `accuracy`), and what the manifest says of each. A failure is said there and leaves the columns empty, not the
+    entry's measurements."""
+    if not tasks:
+        return None, {}
+    scores = []
+    try:
+        for task in tasks:
+            correct = 0
+            for start, batch in task.batches(batch_size):
+                generated = backend.run(batch).token_ids
+                if generated is None:
+                    return None, {"accuracy": "not scored: the engine does not hand back the tokens it generated"}
+                answers = task.answers[start:start + batch.batch_size]
+                correct += sum(answered(g, a, task.stop_ids) for g, a in zip(generated, answers))
+            scores.append(TaskScore(task.name, len(task.prompts), correct))
+    except Exception as e:  # the engine's own error, whatever its type: the timed points still run
+        return None, {"accuracy": f"failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+    how = (f"greedy, through the engine instance this entry timed, {batch_size} examples at a time; exact match, "
+           "then EOS or the end of the answer's budget")
+    return pooled(scores), {"accuracy": {"evaluated": how, "tasks": [task_summary(s) for s in scores]}}
+
+
+def accuracy_cells(score: Optional[TaskScore]) -> Dict[str, Optional[float]]:
+    """A row's accuracy columns: the pooled exact-match share, its Wilson interval and how many examples."""
+    if score is None:
+        return {}
+    low, high = wilson(score.correct, score.examples)
+    return {"accuracy": score.accuracy, "accuracy_ci95_low": low, "accuracy_ci95_high": high,
+            "accuracy_examples": score.examples}

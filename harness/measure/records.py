@@ -12,6 +12,7 @@ from typing import Dict, Optional, Tuple
 
 from harness.measure.gpu_validity import GpuValidity
 from harness.plan.points import SweepPoint
+from harness.scenarios.accuracy import TaskScore
 from harness.scenarios.batch import LogitsProbe, SpecCounts
 from harness.scenarios.stream import StreamTiming
 
@@ -114,6 +115,8 @@ class PointResult:
     grid_options: str = ""  # the values the entry's `grid` combination varies, `k=v;k=v` (harness/config/grid.py)
     probe: Optional[LogitsProbe] = field(default=None, repr=False)  # its model on the point's first inputs
     perplexity: Optional[float] = None  # the entry's model on quality.text (once per entry)
+    # accuracy.tasks, every task's examples together, answered by the entry's engine (once per entry, after loading)
+    accuracy: Optional[TaskScore] = None
     phase_s: Dict[str, float] = field(default_factory=dict, repr=False)  # warmup_s, timed_s: the time budget
     # profile: true: one more batch of the point's shape, untimed, under the engine's profiler: its Chrome trace as
     # gzipped JSON, written by the results folder (writers.py: profile_trace_file); None where none was taken

@@ -11,6 +11,7 @@ from typing import Dict, Mapping, Optional
 from harness.measure.annotations import Annotations, PointAnnotations
 from harness.measure.gpu_validity import validity_columns
 from harness.measure.metrics import point_figures
+from harness.measure.quality import accuracy_cells
 from harness.measure.records import PointResult
 from harness.measure.columns.results import ENGINE_STAT_COLUMNS
 from harness.measure.writers import ResultsDir, key_cells, profile_trace_file, server_series_file
@@ -44,6 +45,7 @@ def result_row(result: PointResult, figures: Optional[Figures] = None,
                spec_method=result.spec_method, spec_tokens=result.spec_tokens, search=result.search,
                search_probes=result.search_probes, quantization=result.quantization, perplexity=result.perplexity,
                grid_options=result.grid_options)
+    row.update(accuracy_cells(result.accuracy))
     if result.point.scenario == "batch":
         row.update(num_batches=len(result.samples), num_warmup_batches=result.num_warmup_batches,
                    profile_trace=profile_trace_file(result),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -120,3 +120,28 @@ def cv(values: Sequence[float]) -> Optional[float]:
         return None
     a = np.asarray(values, dtype=float)
     return float(a.std(ddof=1) / a.mean()) if a.mean() else None
+
+
+# Proportions: accuracy's (docs/measurement.md, "Accuracy"). Z95: the normal quantile of a 95% two-sided interval.
+Z95 = 1.959963984540054
+
+
+def wilson(correct: int, examples: int, z: float = Z95) -> Tuple[float, float]:
+    """The Wilson score interval of a proportion: sound at 0 and 1 and for a few examples, where the normal one is
+    not."""
+    p, n = correct / examples, examples
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    # At none or all right, one end is exactly 0 or 1 (the float sum lands a rounding off it)
+    return (0.0 if correct == 0 else centre - half), (1.0 if correct == examples else centre + half)
+
+
+def difference(correct: int, examples: int, ref_correct: int, ref_examples: int) -> Tuple[float, float, float]:
+    """This accuracy minus the reference's, with Newcombe's hybrid score interval (his method 10) from the two Wilson
+    intervals. It takes the two as independent: the entries answered the same examples, so the interval is wider
+    than a paired one would be, never narrower."""
+    p1, p2 = correct / examples, ref_correct / ref_examples
+    l1, u1 = wilson(correct, examples)
+    l2, u2 = wilson(ref_correct, ref_examples)
+    delta = p1 - p2
+    return delta, delta - math.hypot(p1 - l1, u2 - p2), delta + math.hypot(u1 - p1, p2 - l2)

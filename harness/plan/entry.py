@@ -10,6 +10,7 @@ from harness.config.engine import BackendOptions
 from harness.model.spec import ModelSpec
 from harness.plan.engine import EngineClass, Placement, PointWorkload
 from harness.plan.points import PlannedPoint, SweepShape
+from harness.scenarios.accuracy import AccuracyTask
 
 
 def sweep_shape(points: List[PlannedPoint], workload: PointWorkload) -> SweepShape:
@@ -39,10 +40,22 @@ class EntryPlan:
     # quality.text's token ids: the entry scores its model's perplexity on them once, after loading (None: not asked).
     perplexity_ids: Optional[Tuple[int, ...]] = None
     perplexity_window: int = 0
+    # accuracy.tasks, read for this entry's model: answered once after loading, through the loaded engine.
+    accuracy_tasks: Tuple[AccuracyTask, ...] = ()
+    accuracy_batch_size: int = 1
 
     @property
     def shape(self) -> SweepShape:
-        return dataclasses.replace(sweep_shape(self.points, self.workload), probe_logits=self.probe_logits)
+        """The sweep's points, widened to hold the accuracy tasks' batches too: the engine is built for both."""
+        shape = dataclasses.replace(sweep_shape(self.points, self.workload), probe_logits=self.probe_logits)
+        if not self.accuracy_tasks:
+            return shape
+        batch = shape.max_batch_size and max(shape.max_batch_size, self.accuracy_batch_size)  # 0: uncapped stays
+        return dataclasses.replace(shape, max_batch_size=batch,
+                                   max_input_length=max([shape.max_input_length] + [t.longest_prompt for t in
+                                                                                    self.accuracy_tasks]),
+                                   max_output_length=max([shape.max_output_length] + [t.longest_answer for t in
+                                                                                      self.accuracy_tasks]))
 
     @property
     def label(self) -> str:

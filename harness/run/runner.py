@@ -23,12 +23,13 @@ from harness.measure import stats
 from harness.measure.energy import EnergyMeter
 from harness.measure.gpu_validity import GpuMonitor
 from harness.measure.metrics import slo_attainment, slo_met
-from harness.measure.quality import score_text
+from harness.measure.quality import score_entry
 from harness.measure.records import SLO, BatchSample, PointResult, RunContext
 from harness.model.spec import ModelSpec
 from harness.plan.engine import Engine
 from harness.plan.entry import EntryPlan
 from harness.plan.points import PlannedPoint, SweepPoint, concurrency
+from harness.scenarios.accuracy import TaskScore
 from harness.scenarios.batch import BatchSpec, BatchTiming
 from harness.run.output_checks import StreamFailed, check_output, judge_stream
 from harness.scenarios.batch_search import BatchSearch
@@ -79,6 +80,7 @@ class EntryRunner:
         self.first_inputs: Optional[BatchSpec] = None  # its prompts, or the timed stream's: what a probe looks at
         self.probing = plan.probe_logits
         self.perplexity: Optional[float] = None  # quality.text's, scored once after the load (score_text)
+        self.accuracy: Optional[TaskScore] = None  # accuracy.tasks' examples pooled, answered once after the load
         self.energy_meter: Optional[EnergyMeter] = None  # the entry's GPUs' energy counters, where NVML has them
         self.gpu_monitor: Optional[GpuMonitor] = None  # their clocks, reasons and other processes, where NVML has them
         self.memory_before_load_bytes: Optional[int] = None  # what peak_memory's counter held before the engine
@@ -144,7 +146,7 @@ class EntryRunner:
             return
         self.backend, self.load_time_s = backend, time.perf_counter() - start
         self.engine_stats = backend.engine_stats()
-        self.perplexity, scored = score_text(backend, self.plan)
+        self.perplexity, self.accuracy, scored = score_entry(backend, self.plan)
         self.energy_meter = EnergyMeter.open(backend.placement.device, backend.placement.num_devices)
         self.gpu_monitor = GpuMonitor.open(backend.placement.device, backend.placement.num_devices)
         self.events.loaded({"load_time_s": self.load_time_s, "engine_import_s": import_s, "gate_wait_s": gate_wait_s,
@@ -331,6 +333,7 @@ class EntryRunner:
             estimated_memory_bytes=pp.estimate.total_bytes, memory_before_load_bytes=self.memory_before_load_bytes,
             spec_method=spec.method if spec else "", spec_tokens=spec.num_speculative_tokens if spec else None,
             quantization=self.plan.options.quantization, perplexity=self.perplexity,
+            accuracy=self.accuracy,
             grid_options=grid_cell(self.plan.options.grid_values),
         )
         return PointResult(self.context, pp.point, status, error, tuple(samples), stream, **{**shared, **measured})

@@ -167,6 +167,13 @@ class R(Leading):
     top1_agreement = "top1_agreement"
     perplexity = "perplexity"
     perplexity_delta = "perplexity_delta"
+    accuracy = "accuracy"
+    accuracy_ci95_low = "accuracy_ci95_low"
+    accuracy_ci95_high = "accuracy_ci95_high"
+    accuracy_examples = "accuracy_examples"
+    accuracy_delta = "accuracy_delta"
+    accuracy_delta_ci95_low = "accuracy_delta_ci95_low"
+    accuracy_delta_ci95_high = "accuracy_delta_ci95_high"
     # roofline and cost
     peak_memory_bandwidth_gbps = "peak_memory_bandwidth_gbps"
     peak_tflops = "peak_tflops"

@@ -8,7 +8,7 @@ from harness.measure.columns.base import (
     ROOFLINE, S, SAMPLING, SHARE, SPECULATIVE, SPECULATIVE_WHERE, STREAMS, TEXT, TFLOPS, TOKENS, TOKENS_PER_S,
     UNCERTAINTY, WATTS, ZERO, HEADLINE, KWH_PER_M_TOKENS, ci95_family, draft_counters, keyed, stats_family,
 )
-from harness.measure.columns.base import CELSIUS, MHZ, PROFILE, VALIDITY
+from harness.measure.columns.base import ACCURACY, CELSIUS, MHZ, PROFILE, VALIDITY
 from harness.measure.metrics import REQUEST_STATS
 
 
@@ -229,6 +229,21 @@ QUALITY_DECLARED = [
            f"non-overlapping windows; once per entry, untimed. {QUANTIZATION}", "quality.text set"),
     Column("perplexity_delta", "dimensionless", "This entry's `perplexity` minus its `quality_reference`'s; 0 on the "
            f"reference's own rows. {QUANTIZATION}", "quality.text set, sweeps that quantize", signed=True),
+    Column("accuracy", SHARE, "Share of `accuracy.tasks`' examples (all tasks together) the entry's own engine "
+           f"answered exactly, greedily, once after loading; the manifest has each task's. {ACCURACY}",
+           "accuracy.tasks set"),
+    Column("accuracy_ci95_low", SHARE, f"Low end of `accuracy`'s 95% Wilson interval. {ACCURACY}",
+           "accuracy.tasks set"),
+    Column("accuracy_ci95_high", SHARE, f"High end of `accuracy`'s 95% Wilson interval. {ACCURACY}",
+           "accuracy.tasks set"),
+    Column("accuracy_examples", COUNT, f"Examples `accuracy` is the share of. {ACCURACY}", "accuracy.tasks set"),
+    Column("accuracy_delta", SHARE, "This entry's `accuracy` minus its `quality_reference`'s; 0 on the reference's "
+           f"own rows. {ACCURACY}", "accuracy.tasks set, sweeps that quantize", signed=True),
+    Column("accuracy_delta_ci95_low", SHARE, "Low end of `accuracy_delta`'s 95% interval (Newcombe's, for two "
+           f"proportions); above 0 or `accuracy_delta_ci95_high` below it: a real difference. {ACCURACY}",
+           "accuracy.tasks set, quantized entries", signed=True),
+    Column("accuracy_delta_ci95_high", SHARE, f"High end of `accuracy_delta`'s 95% interval. {ACCURACY}",
+           "accuracy.tasks set, quantized entries", signed=True),
 ]
 
 ROOFLINE_WHERE = "batch, no speculation, known peaks"

@@ -1,0 +1,58 @@
+"""A task an entry answers for its accuracy (docs/measurement.md, "Accuracy"): its prompts as the model's token ids,
+each answer's ids, and what ends an answer. Read from a task file by workloads/tasks.py; answered through the loaded
+engine by harness/measure/quality.py (score_tasks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence, Tuple
+
+from harness.scenarios.batch import BatchSpec
+
+
+@dataclass(frozen=True)
+class AccuracyTask:
+    name: str  # the file's stem: the `task` of the manifest's scores
+    path: str
+    prompts: Tuple[Tuple[int, ...], ...]
+    answers: Tuple[Tuple[int, ...], ...]  # each answer's ids, as the tokenizer writes its text (no specials)
+    stop_ids: Tuple[int, ...]  # the model's EOS ids: an answer ends at the first
+
+    def __post_init__(self):
+        assert len(self.prompts) == len(self.answers) > 0, "one answer per prompt, and at least one"
+
+    @property
+    def longest_prompt(self) -> int:
+        return max(map(len, self.prompts))
+
+    @property
+    def longest_answer(self) -> int:
+        """An answer's budget: its tokens and one more, where the model should say EOS."""
+        return max(map(len, self.answers)) + 1
+
+    def batches(self, batch_size: int):
+        """(first example's index, greedy BatchSpec) per `batch_size` examples; EOS may end each answer early."""
+        for start in range(0, len(self.prompts), batch_size):
+            answers = self.answers[start:start + batch_size]
+            yield start, BatchSpec(self.prompts[start:start + batch_size], tuple(len(a) + 1 for a in answers),
+                                   forced=False)
+
+
+def answered(generated: Sequence[int], answer: Sequence[int], stop_ids: Sequence[int]) -> bool:
+    """Exact match: the tokens before the first EOS (or all of them) are the answer's. An answer followed by anything
+    but EOS is wrong, as lm-evaluation-harness's exact match with EOS as the stop sequence scores it."""
+    end = next((i for i, t in enumerate(generated) if t in stop_ids), len(generated))
+    return tuple(generated[:end]) == tuple(answer)
+
+
+@dataclass(frozen=True)
+class TaskScore:
+    """How many of a task's examples (or of every task's, pooled) the engine answered exactly."""
+
+    task: str
+    examples: int
+    correct: int
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.examples

@@ -1,0 +1,145 @@
+"""The `accuracy` section without an engine: its intervals against published values, exact match, the task file's
+and the section's bad input (one line, exit 2, before any engine), and the engine shape widened for its batches.
+End to end, on a trained model: tests/test_accuracy_e2e.py."""
+
+import json
+
+import pytest
+
+from app.cli import main
+from harness.measure.quality import accuracy_cells, pooled
+from harness.measure.stats import difference, wilson
+from harness.scenarios.accuracy import AccuracyTask, TaskScore, answered
+
+EXAMPLES = [{"prompt": "reverse 123", "answer": "321"}, {"prompt": "sort 312", "answer": "123"}]
+SWEEP = """
+benchmark_name: accuracy
+model: {{preset: tiny-llama, weights: random, dtype: fp32}}
+backends: [{{name: hf, device: cpu}}]
+batch_sizes: [1]
+input_lengths: [8]
+output_lengths: [4]
+accuracy: {{tasks: [{tasks}]{extra}}}
+"""
+NONE = ", template: none"  # tiny-llama's tokenizer has no chat template
+
+
+def write_task(path, lines):
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    return path
+
+
+def refused(tmp_path, capsys, tasks: str, extra: str = NONE, sweep: str = SWEEP) -> str:
+    yaml = tmp_path / "sweep.yaml"
+    yaml.write_text(sweep.format(tasks=tasks, extra=extra))
+    assert main([str(yaml), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: "), err
+    return err[len("error: "):-1]
+
+
+def test_wilson_and_newcombe_match_newcombes_published_examples():
+    # Newcombe (1998), Statistics in Medicine 17: 81/263 -> 0.2553-0.3662 (single proportion, his method 3), and
+    # 56/70 - 48/80 = 0.2000 with 0.0524 to 0.3339 (difference of independent proportions, his method 10).
+    assert wilson(81, 263) == pytest.approx((0.2553, 0.3662), abs=1e-4)
+    assert difference(56, 70, 48, 80) == pytest.approx((0.2, 0.0524, 0.3339), abs=1e-4)
+    assert wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4) and wilson(10, 10)[1] == pytest.approx(1.0)
+    low, high = difference(5, 10, 5, 10)[1:]
+    assert low < 0 < high and low == pytest.approx(-high)
+
+
+def test_an_answer_counts_only_when_its_tokens_end_at_eos_or_at_the_budget():
+    eos = (2,)
+    assert answered([7, 8, 2], [7, 8], eos) and answered([7, 8], [7, 8], eos)
+    assert not answered([7, 8, 9], [7, 8], eos)  # went on past the answer
+    assert not answered([7, 2], [7, 8], eos) and not answered([8, 7, 2], [7, 8], eos)
+    assert not answered([2], [7], eos)
+
+
+def test_batches_budget_each_answer_and_its_eos():
+    task = AccuracyTask("t", "t.jsonl", ((1, 5), (1, 6, 6), (1, 7)), ((9,), (9, 9, 9), (8, 8)), (2,))
+    batches = list(task.batches(2))
+    assert [start for start, _ in batches] == [0, 2]
+    assert [b.max_tokens for _, b in batches] == [(2, 4), (3,)] and not batches[0][1].forced
+    assert batches[0][1].sampling.greedy and (task.longest_prompt, task.longest_answer) == (3, 4)
+
+
+def test_row_cells_pool_every_task():
+    both = pooled([TaskScore("a", 10, 3), TaskScore("b", 30, 27)])
+    assert (both.task, both.examples, both.correct) == ("a+b", 40, 30)
+    cells = accuracy_cells(both)
+    assert cells["accuracy"] == 0.75 and cells["accuracy_examples"] == 40
+    assert (cells["accuracy_ci95_low"], cells["accuracy_ci95_high"]) == wilson(30, 40)
+    assert accuracy_cells(None) == {} and pooled([]) is None
+
+
+def test_a_task_file_is_read_and_tokenized_for_the_plan(tmp_path, capsys):
+    tasks = write_task(tmp_path / "digits.jsonl", EXAMPLES)
+    yaml = tmp_path / "sweep.yaml"
+    yaml.write_text(SWEEP.format(tasks=tasks, extra=NONE + ", limit: 1, batch_size: 64"))
+    assert main([str(yaml), "--dry-run"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("lines, says", [
+    (["not json"], "line 1: not valid JSON (Expecting value)"),
+    ([EXAMPLES[0], "[1, 2]"], 'line 2: expected a JSON object with "prompt" and "answer", got list'),
+    ([{"prompt": "a", "answer": "b", "answr": "c"}], "line 1: unknown key 'answr' (known: prompt, answer); did you "
+                                                     "mean 'answer'?"),
+    ([{"prompt": "a"}], 'line 1: "answer" must be non-empty text, got nothing'),
+    ([{"prompt": " ", "answer": "b"}], "line 1: \"prompt\" must be non-empty text, got str ' '"),
+    ([{"prompt": "a", "answer": 7}], 'line 1: "answer" must be non-empty text, got int 7'),
+    (['{"prompt": "a", "prompt": "b", "answer": "c"}'], "line 1: not valid JSON (duplicate key 'prompt': give each "
+                                                       "key once)"),
+    (["", "  "], ': no examples in the file (one JSON object per line: {"prompt": ..., "answer": ...})'),
+])
+def test_a_bad_task_line_is_named_by_file_and_line(tmp_path, capsys, lines, says):
+    tasks = write_task(tmp_path / "bad.jsonl", lines)
+    separator = "" if says.startswith(":") else " "
+    assert refused(tmp_path, capsys, str(tasks)) == f"accuracy.tasks[0]: {tasks}{separator}{says}"
+
+
+def test_a_task_file_that_is_not_utf8_is_refused(tmp_path, capsys):
+    tasks = tmp_path / "latin.jsonl"
+    tasks.write_bytes(b'{"prompt": "caf\xe9", "answer": "x"}\n')
+    assert refused(tmp_path, capsys, str(tasks)).endswith("not UTF-8 text (invalid continuation byte at byte 15)")
+
+
+@pytest.mark.parametrize("tasks, extra, says", [
+    ("missing.jsonl", NONE, "accuracy.tasks[0]: no such file 'missing.jsonl'"),
+    ("'{folder}'", NONE, "accuracy.tasks[0]: '{folder}' is a folder; give a task file (JSON lines)"),
+    ("'{task}', '{again}'", NONE, "accuracy.tasks: two files are both named 'digits' (a task is named by its file's "
+                                "stem in results); rename one"),
+    ("'{task}'", ", template: llama-9", "accuracy.template: 'llama-9' is not one of chat, none, llama-2, llama-3, "
+                                        "mistral, chatml"),
+    ("'{task}'", ", limit: 0", "accuracy.limit: must be an integer >= 1, got 0"),
+    ("'{task}'", ", batch_size: 0", "accuracy.batch_size: must be an integer >= 1, got 0"),
+    ("'{task}'", ", batch_size: x", "accuracy.batch_size: expected an integer, got 'x'"),
+    ("'{task}'", ", limit: .nan", "accuracy.limit: expected an integer, got nan"),
+])
+def test_a_bad_section_is_one_line(tmp_path, capsys, tasks, extra, says):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "other").mkdir()
+    task, again = write_task(tmp_path / "digits.jsonl", EXAMPLES), write_task(tmp_path / "other" / "digits.jsonl",
+                                                                              EXAMPLES)
+    names = dict(folder=tmp_path / "folder", task=task, again=again)
+    assert refused(tmp_path, capsys, tasks.format(**names), extra) == says.format(**names)
+
+
+@pytest.mark.parametrize("section, says", [
+    ("{tasks: 7}", "accuracy.tasks: expected a list, got 7"),
+    ("{tasks: [7]}", "accuracy.tasks[0]: expected a string, got 7 (quote it: '7')"),
+    ("{tasks: ['']}", "accuracy.tasks[0]: is empty; give a task file (JSON lines of prompt and answer)"),
+    ("{task: [a.jsonl]}", "accuracy.task: unknown key"),
+])
+def test_the_tasks_key_takes_a_list_of_paths(tmp_path, capsys, section, says):
+    sweep = SWEEP.replace("accuracy: {{tasks: [{tasks}]{extra}}}", "accuracy: " + section.replace("{", "{{")
+                          .replace("}", "}}"))
+    assert refused(tmp_path, capsys, "", sweep=sweep).startswith(says)
+
+
+def test_a_stream_sweep_refuses_tasks(tmp_path, capsys):
+    tasks = write_task(tmp_path / "digits.jsonl", EXAMPLES)
+    stream = SWEEP.replace("batch_sizes: [1]", "scenario: stream\nstream: {{request_rates: [1], num_requests: 4}}")
+    says = refused(tmp_path, capsys, str(tasks), sweep=stream)
+    assert says == ("accuracy.tasks: answered in batch sweeps only (scenario: batch), not in a stream; run the tasks "
+                    "in a batch sweep of the same entries")

@@ -1,0 +1,110 @@
+"""Accuracy at the timed configuration, end to end (issue 51): a digits model trained here in seconds (the draft's
+shape: real skill, far from perfect), swept on hf and vLLM in process, unquantized and int8, with `accuracy.tasks` on
+its held-out split. The harness's accuracy is held against the training script's own scoring (hf `generate` called
+directly, prompts grouped by length: another code path), vLLM's against hf's, and each int8 entry's price against its
+own engine's unquantized entry."""
+
+import json
+import sys
+
+import pytest
+
+from harness.measure.stats import difference, wilson
+from tests.conftest import REPO, run_benchmark
+from tests.contract import rows
+
+sys.path.insert(0, str(REPO / "scripts"))
+import train_digits_model as digits  # noqa: E402
+
+LIMIT = 100  # held-out examples answered by each entry
+VLLM = "{name: vllm, device: cpu, enforce_eager: true, kv_cache_memory_bytes: 268435456, multiprocessing: false}"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The draft's shape, trained (about 8 s), saved as a model folder, and scored by the script itself."""
+    folder = tmp_path_factory.mktemp("digits") / "model"
+    examples = digits.test_split()
+    model = digits.train(digits.DRAFT, {prompt for prompt, _ in examples}, log=lambda line: None)
+    folder.mkdir()
+    digits.save(model, folder, examples)
+    share, _ = digits.accuracy(model, examples[:LIMIT])
+    return folder, round(share * LIMIT)
+
+
+@pytest.fixture(scope="module")
+def sweep(trained, tmp_path_factory):
+    folder, _ = trained
+    tmp = tmp_path_factory.mktemp("accuracy")
+    yaml = tmp / "sweep.yaml"
+    yaml.write_text(f"""
+benchmark_name: accuracy-e2e
+model: {{name_or_path: '{folder}', weights: pretrained, dtype: fp32, quantization: [none, int8]}}
+backends: [{{name: hf, device: cpu}}, {VLLM}]
+batch_sizes: [1]
+input_lengths: [8]
+output_lengths: [4]
+num_batches: 1
+num_warmup_batches: 1
+accuracy: {{tasks: ['{folder}/task/test.jsonl'], limit: {LIMIT}, batch_size: 50}}
+""")
+    proc = run_benchmark(yaml, "--output-dir", tmp / "out", "--no-plots")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {r["backend"]: r for r in rows(tmp / "out" / "results.csv")}, tmp / "out"
+
+
+@pytest.mark.engine
+def test_the_harness_scores_what_the_model_answers(trained, sweep):
+    _, correct = trained
+    results, _ = sweep
+    assert set(results) == {"hf", "hf-int8", "vllm", "vllm-int8"}
+    hf = results["hf"]
+    assert hf["status"] == "ok" and int(hf["accuracy_examples"]) == LIMIT
+    # A model with skill, not all of it: the check below could not pass by scoring everything right or wrong.
+    assert 0 < correct < LIMIT
+    assert float(hf["accuracy"]) == correct / LIMIT
+    assert (float(hf["accuracy_ci95_low"]), float(hf["accuracy_ci95_high"])) == pytest.approx(wilson(correct, LIMIT))
+
+
+@pytest.mark.engine
+def test_vllm_in_process_agrees_with_hf(sweep):
+    results, _ = sweep
+    hf, vllm = results["hf"], results["vllm"]
+    # Both engines greedy on fp32 weights: the same answers but for near-ties in the logits.
+    assert float(hf["accuracy_ci95_low"]) <= float(vllm["accuracy"]) <= float(hf["accuracy_ci95_high"])
+
+
+@pytest.mark.engine
+def test_each_int8_entry_is_priced_against_its_own_engine(sweep):
+    results, _ = sweep
+    for engine in ("hf", "vllm"):
+        plain, int8 = results[engine], results[f"{engine}-int8"]
+        assert (float(plain["accuracy_delta"]), plain["quality_reference"]) == (0.0, "")
+        assert int8["quality_reference"] == engine
+        n = LIMIT
+        expected = difference(round(float(int8["accuracy"]) * n), n, round(float(plain["accuracy"]) * n), n)
+        got = tuple(float(int8[k]) for k in ("accuracy_delta", "accuracy_delta_ci95_low", "accuracy_delta_ci95_high"))
+        assert got == pytest.approx(expected, rel=1e-5)  # results.csv keeps 6 significant digits
+
+
+@pytest.mark.engine
+def test_the_manifest_says_how_each_entry_was_evaluated(sweep):
+    _, out = sweep
+    for entry in json.loads((out / "manifest.json").read_text())["backends"]:
+        accuracy = entry["runtime"]["accuracy"]
+        assert accuracy["evaluated"].startswith("greedy, through the engine instance this entry timed")
+        (task,) = accuracy["tasks"]
+        assert (task["task"], task["metric"], task["examples"]) == ("test", "exact_match", LIMIT)
+
+
+@pytest.mark.engine
+def test_the_report_puts_each_price_beside_its_speed(sweep, tmp_path):
+    from plots.report import make_report
+
+    results, out = sweep
+    report = make_report([out], tmp_path / "plots").read_text()
+    assert "task accuracy (change, its 95% interval)" in report
+    int8 = results["hf-int8"]
+    delta, low, high = (float(int8[k]) for k in ("accuracy_delta", "accuracy_delta_ci95_low",
+                                                 "accuracy_delta_ci95_high"))
+    assert f"| {float(int8['accuracy']):.3f} ({delta:+.3f}, {low:+.3f} to {high:+.3f}) |" in report
