@@ -62,8 +62,8 @@ ALONE = {
 # together rather than one of them running a long file alone at the end (xdist hands out files in this order).
 HEAVY_FIRST = ("test_production_load_e2e.py", "test_stream_e2e.py", "test_quantization.py", "test_multinode.py",
                "test_server_grid.py", "test_speculative_e2e.py", "test_resume.py", "test_vllm.py",
-               "test_engine_grid.py", "test_openai_server.py", "test_roofline_e2e.py", "test_batch_search_e2e.py",
-               "test_faults.py", "test_prompts_e2e.py")
+               "test_engine_grid.py", "test_accuracy_e2e.py", "test_openai_server.py", "test_roofline_e2e.py",
+               "test_batch_search_e2e.py", "test_faults.py", "test_prompts_e2e.py")
 
 
 def pytest_collection_modifyitems(config, items):
