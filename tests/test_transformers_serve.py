@@ -79,10 +79,10 @@ def test_completions_with_token_ids_are_refused_in_one_line(server):
 
 
 @pytest.mark.engine
-def test_close_ends_the_server_and_its_checkpoint(model):
-    entry = {k: v for k, v in transformers_entry().items() if k != "label"}
-    backend = OpenAIBackend(OpenAIOptions(**entry), model, SweepShape(0, 128, 64, scenario="stream"))
-    backend.load()
+def test_close_ends_the_server_and_its_checkpoint(server):
+    """The module's server, closed by the last test that asks for it (a server start less; close is idempotent, so
+    the fixture's own close after it does nothing)."""
+    backend = server
     pid, folder = backend.server_pid, backend.served_model
     assert group_members(pid)
     backend.close()
