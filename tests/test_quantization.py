@@ -6,6 +6,7 @@ import json
 import os
 import uuid
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 import pytest
@@ -206,25 +207,27 @@ output_lengths: [4]
                                        "shares\n")
 
 
-def quantized_results(folder: Path, bound: float) -> Path:
-    """A results folder of one engine at three quantizations: int4 the fastest but over a 0.05 bound."""
+def quantized_results(folder: Path, bound: float, drop: Optional[float] = None) -> Path:
+    """A results folder of one engine at three quantizations: int4 the fastest but over a 0.05 bound; int8 a task
+    accuracy 0.04 below the unquantized entry's."""
     folder.mkdir()
-    rows = [("hf", "none", "", 100, 0.0, 1.0), ("hf-int8", "int8", "hf", 150, 0.01, 0.97),
-            ("hf-int4", "int4", "hf", 200, 0.2, 0.7)]
+    rows = [("hf", "none", "", 100, 0.0, 1.0, 0.0), ("hf-int8", "int8", "hf", 150, 0.01, 0.97, -0.04),
+            ("hf-int4", "int4", "hf", 200, 0.2, 0.7, -0.06)]
     pd.DataFrame([{"benchmark_name": "q", "backend": b, "model": "m", "dtype": "bf16", "hardware": "cpu",
                    "num_devices": 1, "tp_size": 1, "scenario": "batch", "workload": "random", "batch_size": 4, "input_length": 128,
                    "output_length": 64, "status": "ok", "latency_ms_mean": 64e3 / t, "ttft_ms_mean": 10,
                    "tpot_ms_mean": 1e3 / t,
                    "throughput_tokens_per_s": t, "quantization": q, "quality_reference": ref,
                    "weight_bytes": 1e6, "logits_rel_error": e, "top1_agreement": a, "perplexity": 7 + 10 * e,
-                   "perplexity_delta": 10 * e}
-                  for b, q, ref, t, e, a in rows], columns=RESULT_COLUMNS).to_csv(folder / "results.csv", index=False)
-    (folder / "manifest.json").write_text(json.dumps({"config": {"quality": {"max_logits_rel_error": bound}}}))
+                   "perplexity_delta": 10 * e, "accuracy": 0.9 + d, "accuracy_delta": d}
+                  for b, q, ref, t, e, a, d in rows], columns=RESULT_COLUMNS).to_csv(folder / "results.csv", index=False)
+    quality = {"max_logits_rel_error": bound, **({"max_accuracy_drop": drop} if drop is not None else {})}
+    (folder / "manifest.json").write_text(json.dumps({"config": {"quality": quality}}))
     return folder
 
 
 @pytest.mark.parametrize("bound, fastest", [
-    (0.05, "hf-int8 | 150 | 1.50x | 0.01 | hf-int4 (200 tokens/s, error 0.2) |"),
+    (0.05, "hf-int8 | 150 | 1.50x | 0.01 | hf-int4 (200 tokens/s, error 0.2, accuracy -0.060) |"),
     (0.3, "hf-int4 | 200 | 2.00x | 0.2 | - |"),
 ])
 def test_the_report_names_the_fastest_setting_within_the_bound(tmp_path, bound, fastest):
@@ -234,6 +237,19 @@ def test_the_report_names_the_fastest_setting_within_the_bound(tmp_path, bound, 
     assert "| hf-int8 | hf | 128 | 64 | bs 4 | 1.00 | 150 | 6.67 | 0.01 | 0.97 | 7.10 (+0.1) |" in report
     assert "![m (bf16): hf by quantization](quantization_hf.png)" in report
     assert (tmp_path / "plots" / "quantization_hf.png").is_file()
+
+
+@pytest.mark.parametrize("drop, fastest", [
+    (0.05, "hf-int8 | 150 | 1.50x | 0.01 | hf-int4 (200 tokens/s, error 0.2, accuracy -0.060) |"),
+    (0.01, "hf | 100 | 1.00x | 0.00 | hf-int8 (150 tokens/s, error 0.01, accuracy -0.040); hf-int4 (200 tokens/s, "
+           "error 0.2, accuracy -0.060) |"),
+])
+def test_the_fastest_setting_also_keeps_its_task_accuracy(tmp_path, drop, fastest):
+    report = make_report([quantized_results(tmp_path / "run", 0.3, drop)], tmp_path / "plots").read_text()
+    assert (f"Bound: logits error at most 0.3 (quality.max_logits_rel_error), and task accuracy at most {drop:g} below "
+            "the unquantized entry's (quality.max_accuracy_drop).") in report
+    assert f"| hf | 128 | 64 | bs 4 | {fastest}" in report
+    assert "| 0.860 (-0.040) |" in report  # int8's accuracy and its change; the folder gives no interval
 
 
 @pytest.mark.engine
@@ -325,6 +341,10 @@ quality: {{text: text.txt, max_text_tokens: 300, window_tokens: 128}}
                            "weights have no perplexity worth reading)"),
     ("{window_tokens: 1}", "quality.window_tokens: must be an integer >= 2, got 1"),
     ("{max_logits_rel_error: 0}", "quality.max_logits_rel_error: must be a finite number > 0, got 0"),
+    ("{max_accuracy_drop: 0}", "quality.max_accuracy_drop: must be a finite number in (0, 1], got 0"),
+    ("{max_accuracy_drop: 1.5}", "quality.max_accuracy_drop: must be a finite number in (0, 1], got 1.5"),
+    ("{max_accuracy_drop: .nan}", "quality.max_accuracy_drop: must be a finite number in (0, 1], got nan"),
+    ("{max_accuracy_drop: x}", "quality.max_accuracy_drop: expected a number, got 'x'"),
 ])
 def test_bad_quality_section_exits_2_with_one_line(tmp_path, capsys, quality, message):
     path = sweep_yaml(tmp_path, "none")

@@ -89,6 +89,9 @@ class QualityConfig:
     max_logits_rel_error: float = opt(
         0.05, gt=0, help="The report names, per engine and point, the fastest quantization "
                                       "whose logits_rel_error is within this bound.")
+    max_accuracy_drop: Optional[float] = opt(
+        None, gt=0, le=1, help="With accuracy.tasks: a quantized entry is within the bound only if its accuracy is at "
+        "most this much below its unquantized entry's (accuracy_delta >= -max_accuracy_drop), as well.")
     text: Optional[str] = opt(None, help="A UTF-8 text file: with pretrained weights, each entry's perplexity on it "
                               "(and a quantized entry's perplexity_delta against its unquantized one).")
     max_text_tokens: int = opt(4096, ge=2, help="The text's first tokens scored, at most.")

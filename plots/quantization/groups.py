@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import pandas as pd
 
@@ -65,14 +65,24 @@ def shared_points(family: Family, keys: Sequence[str]) -> pd.DataFrame:
 
 def accuracy_bound(sources: Sequence[Path]) -> float:
     """quality.max_logits_rel_error as the sweeps set it (the strictest of several), else its default."""
-    bounds = []
+    bounds = _quality_values(sources, "max_logits_rel_error")
+    return min(bounds) if bounds else QualityConfig().max_logits_rel_error
+
+
+def accuracy_drop_bound(sources: Sequence[Path]) -> Optional[float]:
+    """quality.max_accuracy_drop as the sweeps set it (the strictest of several), else None: no accuracy bound."""
+    bounds = _quality_values(sources, "max_accuracy_drop")
+    return min(bounds) if bounds else None
+
+
+def _quality_values(sources: Sequence[Path], key: str) -> List[float]:
+    values = []
     for source in sources:
         config = load.manifest_section(load.read_manifest(load.results_csv_path(Path(source))), "config")
-        quality = load.manifest_section(config, "quality")
-        value = pd.to_numeric(quality.get("max_logits_rel_error"), errors="coerce")
+        value = pd.to_numeric(load.manifest_section(config, "quality").get(key), errors="coerce")
         if pd.notna(value):
-            bounds.append(float(value))
-    return min(bounds) if bounds else QualityConfig().max_logits_rel_error
+            values.append(float(value))
+    return values
 
 
 def price_text(row: pd.Series) -> str:
