@@ -8,6 +8,7 @@ with every finished point kept.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -319,10 +320,13 @@ def models_of(config: SweepConfig) -> List[Tuple[ModelSpec, Workload]]:
 
 
 def with_accuracy(plans: List[EntryPlan], config: SweepConfig, model: ModelSpec) -> List[EntryPlan]:
-    """The model's accuracy tasks, read once (a bad line stops the sweep here), handed to each of its entries."""
-    tasks = load_tasks(config.accuracy, model)
+    """The model's accuracy tasks, read once (a bad line stops the sweep here), handed to each of its entries; an
+    entry that runs one sequence at a time (hf's assisted generation) answers them one at a time."""
+    tasks, wanted = load_tasks(config.accuracy, model), config.accuracy.batch_size
     for plan in plans:
-        plan.accuracy_tasks, plan.accuracy_batch_size = tasks, config.accuracy.batch_size
+        batched = dataclasses.replace(plan.points[0].point, batch_size=wanted)
+        plan.accuracy_tasks = tasks
+        plan.accuracy_batch_size = 1 if plan.backend_cls.point_unsupported(plan.options, batched) else wanted
     return plans
 
 

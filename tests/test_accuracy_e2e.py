@@ -1,6 +1,6 @@
 """Accuracy at the timed configuration, end to end (issue 51): a digits model trained here in seconds (the draft's
 shape: real skill, far from perfect), swept on hf and vLLM in process, unquantized and int8, with `accuracy.tasks` on
-its held-out split. The harness's accuracy is held against the training script's own scoring (hf `generate` called
+its held-out split, and hf speculating with the model as its own draft. The harness's accuracy is held against the training script's own scoring (hf `generate` called
 directly, prompts grouped by length: another code path), vLLM's against hf's, and each int8 entry's price against its
 own engine's unquantized entry."""
 
@@ -40,7 +40,9 @@ def sweep(trained, tmp_path_factory):
     yaml.write_text(f"""
 benchmark_name: accuracy-e2e
 model: {{name_or_path: '{folder}', weights: pretrained, dtype: fp32, quantization: [none, int8]}}
-backends: [{{name: hf, device: cpu}}, {VLLM}]
+backends:
+  - {{name: hf, device: cpu, speculative: [null, {{method: draft, num_speculative_tokens: 2, draft: {{name_or_path: '{folder}'}}}}]}}
+  - {VLLM}
 batch_sizes: [1]
 input_lengths: [8]
 output_lengths: [4]
@@ -57,7 +59,7 @@ accuracy: {{tasks: ['{folder}/task/test.jsonl'], limit: {LIMIT}, batch_size: 50}
 def test_the_harness_scores_what_the_model_answers(trained, sweep):
     _, correct = trained
     results, _ = sweep
-    assert set(results) == {"hf", "hf-int8", "vllm", "vllm-int8"}
+    assert set(results) == {"hf", "hf-int8", "hf-draft2", "hf-draft2-int8", "vllm", "vllm-int8"}
     hf = results["hf"]
     assert hf["status"] == "ok" and int(hf["accuracy_examples"]) == LIMIT
     # A model with skill, not all of it: the check below could not pass by scoring everything right or wrong.
@@ -108,3 +110,17 @@ def test_the_report_puts_each_price_beside_its_speed(sweep, tmp_path):
     delta, low, high = (float(int8[k]) for k in ("accuracy_delta", "accuracy_delta_ci95_low",
                                                  "accuracy_delta_ci95_high"))
     assert f"| {float(int8['accuracy']):.3f} ({delta:+.3f}, {low:+.3f} to {high:+.3f}) |" in report
+
+
+@pytest.mark.engine
+def test_a_speculative_entry_is_priced_against_the_same_entry_without_it(sweep):
+    """The model drafting for itself under greedy decoding: every draft accepted, every answer the same, so a delta
+    of exactly 0 against its spec_baseline (its interval around it), one answer at a time as assisted generation runs."""
+    results, out = sweep
+    for plain, spec in (("hf", "hf-draft2"), ("hf-int8", "hf-draft2-int8")):
+        row = results[spec]
+        assert row["spec_baseline"] == plain and float(row["acceptance_rate"]) == 1.0
+        assert row["accuracy"] == results[plain]["accuracy"] and float(row["accuracy_delta"]) == 0.0
+        assert float(row["accuracy_delta_ci95_low"]) < 0 < float(row["accuracy_delta_ci95_high"])
+    runtime = {b["label"]: b["runtime"] for b in json.loads((out / "manifest.json").read_text())["backends"]}
+    assert "1 example at a time" in runtime["hf-draft2"]["accuracy"]["evaluated"]

@@ -19,6 +19,7 @@ from harness.files import read_file, unique_keys
 from harness.model.spec import ModelSpec
 from harness.model.tokenizer import load_tokenizer
 from harness.scenarios.accuracy import AccuracyTask
+from harness.scenarios.batch import Sampling
 from workloads.templates import TEMPLATES, render
 
 KEYS = ("prompt", "answer")
@@ -40,7 +41,10 @@ def load_tasks(config: AccuracyConfig, model: ModelSpec) -> Tuple[AccuracyTask, 
         examples = read_task_file(Path(path), f"accuracy.tasks[{i}]: {path}")[:config.limit]
         prompts = tuple(_prompt_ids(prompt, config.template, tokenizer) for prompt, _ in examples)
         answers = tuple(tuple(tokenizer(answer, add_special_tokens=False)["input_ids"]) for _, answer in examples)
-        task = AccuracyTask(Path(path).stem, path, prompts, answers, stop_ids)
+        sampling = Sampling(config.sampling.temperature, config.sampling.top_p, config.sampling.top_k)
+        seed = config.sampling.seed
+        seeds = () if sampling.greedy or seed is None else tuple(seed + k for k in range(len(prompts)))
+        task = AccuracyTask(Path(path).stem, path, prompts, answers, stop_ids, sampling, seeds)
         if task.longest_prompt + task.longest_answer > model.max_positions:
             raise UserError(f"accuracy.tasks[{i}]: {path}'s longest prompt ({task.longest_prompt} tokens) and answer "
                             f"({task.longest_answer} with EOS) pass {model.label}'s max_position_embeddings "

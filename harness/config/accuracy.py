@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
+from harness.config.sections import SamplingConfig
 from harness.errors import UserError
 from harness.fields import opt
 
@@ -26,6 +27,9 @@ class AccuracyConfig:
     limit: Optional[int] = opt(None, ge=1, help="Each task's first this-many examples (default: all of them).")
     batch_size: int = opt(16, ge=1, help="Examples sent to the engine together (the answers do not depend on it "
                           "beyond the engine's own batch invariance).")
+    sampling: SamplingConfig = opt(factory=SamplingConfig, help="How the answers are decoded, as the sweep's own "
+                                   "`sampling` takes it; greedy by default. Sampled, each example has its own seed "
+                                   "from sampling.seed, so a sampled score repeats where the engine allows.")
 
     def resolve_paths(self, config_dir: Path) -> None:
         """A relative task path is looked for beside the YAML first, then from the working directory."""

@@ -41,12 +41,13 @@ class QualityPrice:
     accuracy_delta_ci95_high: Optional[float] = None
 
 
-def _settings(options) -> dict:
-    return {k: v for k, v in dataclasses.asdict(options).items() if k not in ("label", "quantization")}
+def _settings(options, varied: str = "quantization") -> dict:
+    return {k: v for k, v in dataclasses.asdict(options).items() if k not in ("label", varied)}
 
 
 class QualityCheck:
-    """Each quantized entry is held against the entry with the same engine and options but unquantized weights."""
+    """Each quantized entry is held against the entry with the same engine and options but unquantized weights (and in
+    task accuracy, each speculative entry against the same entry without speculation)."""
 
     def __init__(self, plans: Sequence[EntryPlan], folder: Optional[Path] = None, rows: Sequence[dict] = ()):
         """`folder`: where reference probes are kept for a resumed sweep (None: memory only); `rows`: results.csv's
@@ -58,6 +59,16 @@ class QualityCheck:
                 match = next((r for r in plain if _settings(r.options) == _settings(p.options)), None)
                 if match is not None:
                     self.references[p.label] = match.label
+        # Task accuracy also prices speculation: a speculative entry against the same entry without it (its
+        # spec_baseline); sampled speculation must keep the target's distribution, so its accuracy must not move.
+        self.accuracy_references = dict(self.references)
+        plain_decoding = [p for p in plans if p.options.speculative is None]
+        for p in plans:
+            if p.options.speculative is not None:
+                match = next((r for r in plain_decoding
+                              if _settings(r.options, "speculative") == _settings(p.options, "speculative")), None)
+                if match is not None:
+                    self.accuracy_references[p.label] = match.label
         self.probes: Dict[Tuple, LogitsProbe] = {}
         self.folder = folder
         # (model, reference entry) -> its perplexity on quality.text
@@ -68,7 +79,7 @@ class QualityCheck:
         self.accuracies: Dict[Tuple[str, str], Tuple[int, int]] = {
             (r["model"], r["backend"]): (round(float(r["accuracy"]) * int(r["accuracy_examples"])),
                                          int(r["accuracy_examples"])) for r in rows
-            if r.get("backend") in self.references.values() and r.get("accuracy") not in (None, "")
+            if r.get("backend") in self.accuracy_references.values() and r.get("accuracy") not in (None, "")
             and r.get("accuracy_examples") not in (None, "")}
 
     @property
@@ -95,7 +106,7 @@ class QualityCheck:
             held = self._held(point_key(result.context.model, reference, result.point))
             if held is not None:
                 error, top1 = compare(held, probe)
-        return QualityPrice(reference or "", error, top1, delta, *self._accuracy_delta(result, label, reference))
+        return QualityPrice(reference or "", error, top1, delta, *self._accuracy_delta(result, label))
 
     def _keep(self, key: Tuple, probe: LogitsProbe) -> None:
         self.probes[key] = probe
@@ -119,15 +130,19 @@ class QualityCheck:
         assert self.folder is not None  # only a check that keeps its probes on disk names their files
         return self.folder / (hashlib.sha1(repr(key).encode()).hexdigest()[:16] + ".npz")
 
-    def _accuracy_delta(self, result: PointResult, label: str, reference: Optional[str]) -> Tuple[Optional[float], ...]:
-        """(difference, its interval's ends): 0 and no interval on a reference's own rows."""
+    def _accuracy_delta(self, result: PointResult, label: str) -> Tuple[Optional[float], ...]:
+        """(difference, its interval's ends) against the quantization or speculation reference; 0 and no interval on
+        a reference's own rows."""
         if result.accuracy is None:
             return None, None, None
         model, counts = result.context.model, (result.accuracy.correct, result.accuracy.examples)
-        if label in self.references.values():
+        is_reference = label in self.accuracy_references.values()
+        if is_reference:
             self.accuracies[(model, label)] = counts
-            return 0.0, None, None
-        if reference is not None and (model, reference) in self.accuracies:
+        reference = self.accuracy_references.get(label)
+        if reference is None:
+            return (0.0, None, None) if is_reference else (None, None, None)
+        if (model, reference) in self.accuracies:
             return difference(*counts, *self.accuracies[(model, reference)])
         return None, None, None
 
@@ -219,8 +234,11 @@ def score_tasks(backend, tasks: Sequence[AccuracyTask], batch_size: int) -> Tupl
             scores.append(TaskScore(task.name, len(task.prompts), correct))
     except Exception as e:  # the engine's own error, whatever its type: the timed points still run
         return None, {"accuracy": f"failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}
-    how = (f"greedy, through the engine instance this entry timed, {batch_size} examples at a time; exact match, "
-           "then EOS or the end of the answer's budget")
+    s = tasks[0].sampling
+    decoding = "greedy" if s.greedy else f"sampled (temperature {s.temperature:g}, top_p {s.top_p:g}, top_k {s.top_k})"
+    examples = f"{batch_size} example{'s' * (batch_size != 1)}"
+    how = (f"{decoding}, through the engine instance this entry timed, {examples} at a time; exact match, then EOS "
+           "or the end of the answer's budget")
     return pooled(scores), {"accuracy": {"evaluated": how, "tasks": [task_summary(s) for s in scores]}}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence, Tuple
 
-from harness.scenarios.batch import BatchSpec
+from harness.scenarios.batch import GREEDY, BatchSpec, Sampling
 
 
 @dataclass(frozen=True)
@@ -17,9 +17,12 @@ class AccuracyTask:
     prompts: Tuple[Tuple[int, ...], ...]
     answers: Tuple[Tuple[int, ...], ...]  # each answer's ids, as the tokenizer writes its text (no specials)
     stop_ids: Tuple[int, ...]  # the model's EOS ids: an answer ends at the first
+    sampling: Sampling = GREEDY
+    seeds: Tuple[int, ...] = ()  # one per example where sampled and seeded
 
     def __post_init__(self):
         assert len(self.prompts) == len(self.answers) > 0, "one answer per prompt, and at least one"
+        assert not self.seeds or len(self.seeds) == len(self.prompts), "one seed per example, or none"
 
     @property
     def longest_prompt(self) -> int:
@@ -31,11 +34,11 @@ class AccuracyTask:
         return max(map(len, self.answers)) + 1
 
     def batches(self, batch_size: int):
-        """(first example's index, greedy BatchSpec) per `batch_size` examples; EOS may end each answer early."""
+        """(first example's index, BatchSpec) per `batch_size` examples; EOS may end each answer early."""
         for start in range(0, len(self.prompts), batch_size):
             answers = self.answers[start:start + batch_size]
             yield start, BatchSpec(self.prompts[start:start + batch_size], tuple(len(a) + 1 for a in answers),
-                                   forced=False)
+                                   forced=False, sampling=self.sampling, seeds=self.seeds[start:start + batch_size])
 
 
 def answered(generated: Sequence[int], answer: Sequence[int], stop_ids: Sequence[int]) -> bool:

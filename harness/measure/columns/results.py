@@ -237,13 +237,14 @@ QUALITY_DECLARED = [
     Column("accuracy_ci95_high", SHARE, f"High end of `accuracy`'s 95% Wilson interval. {ACCURACY}",
            "accuracy.tasks set"),
     Column("accuracy_examples", COUNT, f"Examples `accuracy` is the share of. {ACCURACY}", "accuracy.tasks set"),
-    Column("accuracy_delta", SHARE, "This entry's `accuracy` minus its `quality_reference`'s; 0 on the reference's "
-           f"own rows. {ACCURACY}", "accuracy.tasks set, sweeps that quantize", signed=True),
+    Column("accuracy_delta", SHARE, "This entry's `accuracy` minus its reference's: `quality_reference` for a "
+           "quantized entry, `spec_baseline` for a speculative one; 0 on a reference's own rows. "
+           f"{ACCURACY}", "accuracy.tasks set, sweeps that quantize or speculate", signed=True),
     Column("accuracy_delta_ci95_low", SHARE, "Low end of `accuracy_delta`'s 95% interval (Newcombe's, for two "
            f"proportions); above 0 or `accuracy_delta_ci95_high` below it: a real difference. {ACCURACY}",
-           "accuracy.tasks set, quantized entries", signed=True),
+           "accuracy.tasks set, quantized and speculative entries", signed=True),
     Column("accuracy_delta_ci95_high", SHARE, f"High end of `accuracy_delta`'s 95% interval. {ACCURACY}",
-           "accuracy.tasks set, quantized entries", signed=True),
+           "accuracy.tasks set, quantized and speculative entries", signed=True),
 ]
 
 ROOFLINE_WHERE = "batch, no speculation, known peaks"
