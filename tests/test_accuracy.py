@@ -115,6 +115,13 @@ def test_a_task_file_that_is_not_utf8_is_refused(tmp_path, capsys):
     ("'{task}'", ", batch_size: 0", "accuracy.batch_size: must be an integer >= 1, got 0"),
     ("'{task}'", ", batch_size: x", "accuracy.batch_size: expected an integer, got 'x'"),
     ("'{task}'", ", limit: .nan", "accuracy.limit: expected an integer, got nan"),
+    ("'{task}'", ", sampling: {temperature: -1}", "accuracy.sampling.temperature: must be a finite number >= 0, "
+                                                  "got -1"),
+    ("'{task}'", ", sampling: {top_p: 0}", "accuracy.sampling.top_p: must be a finite number in (0, 1], got 0"),
+    ("'{task}'", ", sampling: {temperature: .inf}", "accuracy.sampling.temperature: must be a finite number >= 0, got "
+                                                      "inf"),
+    ("'{task}'", ", sampling: {seed: -1}", "accuracy.sampling.seed: must be an integer in [0, 9223372036854775807], "
+                                           "got -1"),
 ])
 def test_a_bad_section_is_one_line(tmp_path, capsys, tasks, extra, says):
     (tmp_path / "folder").mkdir()

@@ -1,8 +1,9 @@
 """Accuracy at the timed configuration, end to end (issue 51): a digits model trained here in seconds (the draft's
 shape: real skill, far from perfect), swept on hf and vLLM in process, unquantized and int8, with `accuracy.tasks` on
-its held-out split, and hf speculating with the model as its own draft. The harness's accuracy is held against the training script's own scoring (hf `generate` called
-directly, prompts grouped by length: another code path), vLLM's against hf's, and each int8 entry's price against its
-own engine's unquantized entry."""
+its held-out split, and hf speculating with the model as its own draft. The harness's accuracy is held against the
+training script's own scoring (hf `generate` called directly, prompts grouped by length: another code path), vLLM's
+against hf's, each int8 entry's price against its own engine's unquantized entry, and each speculative entry's
+against the entry without speculation."""
 
 import json
 import sys
@@ -41,7 +42,9 @@ def sweep(trained, tmp_path_factory):
 benchmark_name: accuracy-e2e
 model: {{name_or_path: '{folder}', weights: pretrained, dtype: fp32, quantization: [none, int8]}}
 backends:
-  - {{name: hf, device: cpu, speculative: [null, {{method: draft, num_speculative_tokens: 2, draft: {{name_or_path: '{folder}'}}}}]}}
+  - name: hf
+    device: cpu
+    speculative: [null, {{method: draft, num_speculative_tokens: 2, draft: {{name_or_path: '{folder}'}}}}]
   - {VLLM}
 batch_sizes: [1]
 input_lengths: [8]
@@ -115,7 +118,8 @@ def test_the_report_puts_each_price_beside_its_speed(sweep, tmp_path):
 @pytest.mark.engine
 def test_a_speculative_entry_is_priced_against_the_same_entry_without_it(sweep):
     """The model drafting for itself under greedy decoding: every draft accepted, every answer the same, so a delta
-    of exactly 0 against its spec_baseline (its interval around it), one answer at a time as assisted generation runs."""
+    of exactly 0 against its spec_baseline (its interval around it), one answer at a time as assisted generation
+    runs."""
     results, out = sweep
     for plain, spec in (("hf", "hf-draft2"), ("hf-int8", "hf-draft2-int8")):
         row = results[spec]

@@ -68,7 +68,8 @@ def read_task_file(path: Path, where: str) -> List[Tuple[str, str]]:
     examples = [_example(line.rstrip("\r"), f"{where} line {number}")
                 for number, line in enumerate(text.split("\n"), start=1) if line.strip()]
     if not examples:
-        raise UserError(f'{where}: no examples in the file (one JSON object per line: {{"prompt": ..., "answer": ...}})')
+        raise UserError(f'{where}: no examples in the file (one JSON object per line: '
+                        '{"prompt": ..., "answer": ...})')
     return examples
 
 
