@@ -280,3 +280,17 @@ def table_head(header: str, text_columns: int) -> List[str]:
 def unique_text(rows: pd.DataFrame, column: str) -> str:
     """The distinct values of a column, joined: the model and dtype part of a title."""
     return ", ".join(dict.fromkeys(rows[column].astype(str)))
+
+
+def accuracy_text(row: pd.Series) -> str:
+    """`0.130 (-0.020, -0.110 to +0.070)`: accuracy.tasks' exact-match share and its change from the entry's reference
+    (unquantized or unspeculated), with the change's interval; `-` without tasks."""
+    value, delta = row.get(R.accuracy), row.get(R.accuracy_delta)
+    if value is None or pd.isna(value):
+        return "-"
+    if delta is None or pd.isna(delta):
+        return f"{value:.3f}"
+    low, high = row.get(R.accuracy_delta_ci95_low), row.get(R.accuracy_delta_ci95_high)
+    interval = "" if low is None or pd.isna(low) else f", {low:+.3f} to {high:+.3f}"
+    return f"{value:.3f} ({delta:+.3f}{interval})"
+

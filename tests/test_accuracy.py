@@ -150,3 +150,35 @@ def test_a_stream_sweep_refuses_tasks(tmp_path, capsys):
     says = refused(tmp_path, capsys, str(tasks), sweep=stream)
     assert says == ("accuracy.tasks: answered in batch sweeps only (scenario: batch), not in a stream; run the tasks "
                     "in a batch sweep of the same entries")
+
+
+def speculative_results(folder, delta_interval):
+    """A results folder: hf, and hf-draft3 whose task accuracy changed by -0.1 with the given interval."""
+    import pandas as pd
+
+    from harness.measure.writers import RESULT_COLUMNS
+
+    folder.mkdir()
+    low, high = delta_interval
+    common = {"benchmark_name": "s", "model": "m", "dtype": "fp32", "hardware": "cpu", "num_devices": 1, "tp_size": 1,
+              "scenario": "batch", "workload": "random", "batch_size": 1, "input_length": 16, "output_length": 16,
+              "status": "ok", "latency_ms_mean": 40.0, "ttft_ms_mean": 5.0, "throughput_tokens_per_s": 400.0,
+              "accuracy_examples": 200}
+    rows = [{**common, "backend": "hf", "tpot_ms_mean": 2.5, "accuracy": 0.9, "accuracy_delta": 0.0},
+            {**common, "backend": "hf-draft3", "tpot_ms_mean": 2.0, "spec_method": "draft", "spec_tokens": 3,
+             "spec_baseline": "hf", "acceptance_rate": 0.5, "speedup_vs_baseline": 1.25, "accuracy": 0.8,
+             "accuracy_delta": -0.1, "accuracy_delta_ci95_low": low, "accuracy_delta_ci95_high": high}]
+    pd.DataFrame(rows, columns=RESULT_COLUMNS).to_csv(folder / "results.csv", index=False)
+    (folder / "manifest.json").write_text("{}")
+    return folder
+
+
+@pytest.mark.parametrize("interval, warned", [((-0.17, -0.03), True), ((-0.2, 0.01), False)])
+def test_the_speculative_report_warns_where_speculation_cost_answers(tmp_path, interval, warned):
+    from plots.report import make_report
+
+    report = make_report([speculative_results(tmp_path / "run", interval)], tmp_path / "plots").read_text()
+    assert f"| 0.800 (-0.100, {interval[0]:+.3f} to {interval[1]:+.3f}) |" in report
+    warning = ("**Warning:** hf-draft3 answers 0.800 of the accuracy tasks, 0.100 below hf (-0.170 to -0.030): "
+               "speculation changed what the model answers, which it must not.")
+    assert (warning in report) == warned

@@ -113,6 +113,10 @@ def test_the_report_puts_each_price_beside_its_speed(sweep, tmp_path):
     delta, low, high = (float(int8[k]) for k in ("accuracy_delta", "accuracy_delta_ci95_low",
                                                  "accuracy_delta_ci95_high"))
     assert f"| {float(int8['accuracy']):.3f} ({delta:+.3f}, {low:+.3f} to {high:+.3f}) |" in report
+    spec = results["hf-draft2"]  # the speculative section's last column: no change, its interval around 0
+    assert (f"| {float(spec['accuracy']):.3f} (+0.000, {float(spec['accuracy_delta_ci95_low']):+.3f} to "
+            f"{float(spec['accuracy_delta_ci95_high']):+.3f}) |") in report
+    assert "speculation changed what the model answers" not in report
 
 
 @pytest.mark.engine

@@ -77,7 +77,7 @@ def _point_rows(family: Family) -> List[str]:
                      str(r[R.input_length]), str(r[R.output_length]), data.load_text(r),
                      "-" if weights is None or pd.isna(weights) else fmt(weights / 1e6),
                      fmt(r[R.throughput_tokens_per_s]), fmt(r.get(R.tpot_ms_mean)), fmt(r.get(R.logits_rel_error)),
-                     fmt(r.get(R.top1_agreement)), _perplexity_text(r), _accuracy_text(r)]
+                     fmt(r.get(R.top1_agreement)), _perplexity_text(r), data.accuracy_text(r)]
             out.append("| " + " | ".join(cells) + " |")
     return out
 
@@ -88,19 +88,6 @@ def _perplexity_text(row: pd.Series) -> str:
     if value is None or pd.isna(value):
         return "-"
     return fmt(value) + ("" if delta is None or pd.isna(delta) else f" ({delta:+.3g})")
-
-
-def _accuracy_text(row: pd.Series) -> str:
-    """`0.130 (-0.020, -0.110 to +0.070)`: accuracy.tasks' exact-match share and its change from the unquantized
-    entry's, with the change's interval; `-` without tasks."""
-    value, delta = row.get(R.accuracy), row.get(R.accuracy_delta)
-    if value is None or pd.isna(value):
-        return "-"
-    if delta is None or pd.isna(delta):
-        return f"{value:.3f}"
-    low, high = row.get(R.accuracy_delta_ci95_low), row.get(R.accuracy_delta_ci95_high)
-    interval = "" if low is None or pd.isna(low) else f", {low:+.3f} to {high:+.3f}"
-    return f"{value:.3f} ({delta:+.3f}{interval})"
 
 
 def _drop_text(row: pd.Series) -> str:
