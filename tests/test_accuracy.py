@@ -82,7 +82,7 @@ def test_a_task_file_is_read_and_tokenized_for_the_plan(tmp_path, capsys):
 
 @pytest.mark.parametrize("lines, says", [
     (["not json"], "line 1: not valid JSON (Expecting value)"),
-    ([EXAMPLES[0], "[1, 2]"], 'line 2: expected a JSON object with "prompt" and "answer", got list'),
+    ([EXAMPLES[0], "[1, 2]"], 'line 2: expected a JSON object with "prompt" and "answer", got a list'),
     ([{"prompt": "a", "answer": "b", "answr": "c"}], "line 1: unknown key 'answr' (known: prompt, answer); did you "
                                                      "mean 'answer'?"),
     ([{"prompt": "a"}], 'line 1: "answer" must be non-empty text, got nothing'),

@@ -61,8 +61,8 @@ def read_prompt_file(path: Path) -> PromptFile:
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise UserError(f"{where}: unsupported file type {suffix or '(no suffix)'!r} (use .jsonl, .json or .txt)")
-    data = _read_bytes(path, where)
-    text = _decode(data, where)
+    data = read_bytes(path, where, "prompt")
+    text = decode(data, where)
     if suffix == ".json":
         records, skipped = _sharegpt_records(text, where)
     else:
@@ -82,23 +82,25 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _read_bytes(path: Path, where: str) -> bytes:
+def read_bytes(path: Path, where: str, kind: str) -> bytes:
+    """A user's JSON-lines (or other) file's bytes; UserError `WHERE: no such file` or what else it is instead.
+    Shared with the accuracy task files (workloads/tasks.py)."""
     if not path.exists() and not path.is_symlink():
         raise UserError(f"{where}: no such file")
     try:
-        return read_file(path, "prompt")
+        return read_file(path, kind)
     except UserError as error:  # a folder, a broken link, a pipe
         raise UserError(f"{where}: {str(error).split(': ', 1)[-1]}") from None
 
 
-def _decode(data: bytes, where: str) -> str:
+def decode(data: bytes, where: str) -> str:
     try:
         return data.decode("utf-8-sig")  # -sig: a BOM from a Windows editor is not part of line 1
     except UnicodeDecodeError as error:
         raise UserError(f"{where}: not UTF-8 text ({error.reason} at byte {error.start})") from None
 
 
-def _numbered_lines(text: str) -> Iterator[Tuple[int, str]]:
+def numbered_lines(text: str) -> Iterator[Tuple[int, str]]:
     # split("\n"), not splitlines(): JSON strings may hold U+2028 and friends, which are not line ends
     for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
@@ -106,26 +108,33 @@ def _numbered_lines(text: str) -> Iterator[Tuple[int, str]]:
 
 
 def _txt_records(text: str, where: str) -> List[PromptRecord]:
-    return [PromptRecord((("user", line),), None, number) for number, line in _numbered_lines(text)]
+    return [PromptRecord((("user", line),), None, number) for number, line in numbered_lines(text)]
 
 
 def _jsonl_records(text: str, where: str) -> List[PromptRecord]:
-    return [_jsonl_record(line, f"{where} line {number}", number) for number, line in _numbered_lines(text)]
+    return [_jsonl_record(line, f"{where} line {number}", number) for number, line in numbered_lines(text)]
 
 
 def _jsonl_record(line: str, at: str, number: int) -> PromptRecord:
+    obj = json_object(line, at, _JSONL_KEYS, '"prompt" or "messages"')
+    messages = _jsonl_messages(obj, at)
+    users = [content for role, content in messages if role == "user"]
+    return PromptRecord(messages, _max_tokens(obj.get("max_tokens"), at), number, tuple(users[1:]))
+
+
+def json_object(line: str, at: str, keys: Tuple[str, ...], holding: str) -> dict:
+    """One JSON-lines line as an object of known keys only (a misspelt key is an error, not a silent default);
+    UserError naming `at` (file and line) otherwise. `holding`: what the object is expected to hold, for the message."""
     try:
         obj = json.loads(line, object_pairs_hook=unique_keys)
     except ValueError as error:  # JSONDecodeError, or a key given twice
         raise UserError(f"{at}: not valid JSON ({getattr(error, 'msg', error)})") from None
     if not isinstance(obj, dict):
-        raise UserError(f'{at}: expected a JSON object with "prompt" or "messages", got {_json_type(obj)}')
-    unknown = sorted(set(obj) - set(_JSONL_KEYS))
+        raise UserError(f"{at}: expected a JSON object with {holding}, got {_json_type(obj)}")
+    unknown = sorted(set(obj) - set(keys))
     if unknown:
-        raise UserError(f"{at}: unknown key {unknown[0]!r}" + known_names(unknown[0], list(_JSONL_KEYS)))
-    messages = _jsonl_messages(obj, at)
-    users = [content for role, content in messages if role == "user"]
-    return PromptRecord(messages, _max_tokens(obj.get("max_tokens"), at), number, tuple(users[1:]))
+        raise UserError(f"{at}: unknown key {unknown[0]!r}" + known_names(unknown[0], list(keys)))
+    return obj
 
 
 def _jsonl_messages(obj: dict, at: str) -> Tuple[Message, ...]:

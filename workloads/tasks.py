@@ -9,17 +9,16 @@ specials, and the model is expected to say it and then EOS.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Tuple
 
 from harness.config.accuracy import AccuracyConfig
-from harness.errors import UserError, known_names
-from harness.files import read_file, unique_keys
+from harness.errors import UserError
 from harness.model.spec import ModelSpec
 from harness.model.tokenizer import load_tokenizer
 from harness.scenarios.accuracy import AccuracyTask
 from harness.scenarios.batch import Sampling
+from workloads.prompt_file import decode, json_object, numbered_lines, read_bytes
 from workloads.templates import TEMPLATES, render
 
 KEYS = ("prompt", "answer")
@@ -54,19 +53,10 @@ def load_tasks(config: AccuracyConfig, model: ModelSpec) -> Tuple[AccuracyTask, 
 
 
 def read_task_file(path: Path, where: str) -> List[Tuple[str, str]]:
-    """(prompt, answer) per example, in file order; UserError naming the file and line of the first problem."""
-    if not path.exists() and not path.is_symlink():
-        raise UserError(f"{where}: no such file")
-    try:
-        data = read_file(path, "task")
-    except UserError as error:  # a folder, a broken link, a pipe
-        raise UserError(f"{where}: {str(error).split(': ', 1)[-1]}") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise UserError(f"{where}: not UTF-8 text ({error.reason} at byte {error.start})") from None
-    examples = [_example(line.rstrip("\r"), f"{where} line {number}")
-                for number, line in enumerate(text.split("\n"), start=1) if line.strip()]
+    """(prompt, answer) per example, in file order; UserError naming the file and line of the first problem. Read and
+    checked line by line as a prompt file is (workloads/prompt_file.py)."""
+    text = decode(read_bytes(path, where, "task"), where)
+    examples = [_example(line, f"{where} line {number}") for number, line in numbered_lines(text)]
     if not examples:
         raise UserError(f'{where}: no examples in the file (one JSON object per line: '
                         '{"prompt": ..., "answer": ...})')
@@ -74,15 +64,7 @@ def read_task_file(path: Path, where: str) -> List[Tuple[str, str]]:
 
 
 def _example(line: str, at: str) -> Tuple[str, str]:
-    try:
-        obj = json.loads(line, object_pairs_hook=unique_keys)
-    except ValueError as error:  # JSONDecodeError, or a key given twice
-        raise UserError(f"{at}: not valid JSON ({getattr(error, 'msg', error)})") from None
-    if not isinstance(obj, dict):
-        raise UserError(f'{at}: expected a JSON object with "prompt" and "answer", got {type(obj).__name__}')
-    unknown = sorted(set(obj) - set(KEYS))
-    if unknown:
-        raise UserError(f"{at}: unknown key {unknown[0]!r}" + known_names(unknown[0], list(KEYS)))
+    obj = json_object(line, at, KEYS, '"prompt" and "answer"')
     for key in KEYS:
         value = obj.get(key)
         if not isinstance(value, str) or not value.strip():
