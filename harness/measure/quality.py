@@ -35,7 +35,8 @@ class QualityPrice:
     logits_rel_error: Optional[float] = None
     top1_agreement: Optional[float] = None
     perplexity_delta: Optional[float] = None  # minus quality_reference's, on quality.text
-    # accuracy minus quality_reference's on accuracy.tasks, with its 95% interval (harness/measure/stats.py)
+    # accuracy minus the reference's on accuracy.tasks (quality_reference, or spec_baseline for a speculative entry),
+    # with its 95% interval (harness/measure/stats.py)
     accuracy_delta: Optional[float] = None
     accuracy_delta_ci95_low: Optional[float] = None
     accuracy_delta_ci95_high: Optional[float] = None
@@ -195,9 +196,9 @@ def score_text(backend, plan: EntryPlan) -> Tuple[Optional[float], Dict[str, obj
 
 
 # Task accuracy (docs/measurement.md, "Accuracy"): once per entry, after its load and before its points, the entry's
-# own engine instance answers every example of `accuracy.tasks` greedily; an answer counts on exact match
-# (harness/scenarios/accuracy.py). Its 95% Wilson interval, and a quantized entry's difference from its reference
-# with Newcombe's interval, are harness/measure/stats.py's.
+# own engine instance answers every example of `accuracy.tasks` (greedy unless accuracy.sampling says otherwise); an
+# answer counts on exact match (harness/scenarios/accuracy.py). Its 95% Wilson interval, and a quantized or
+# speculative entry's difference from its reference with Newcombe's interval, are harness/measure/stats.py's.
 
 def task_summary(score: TaskScore) -> Dict[str, object]:
     """One task's figures, as the manifest gives them."""
