@@ -6,6 +6,8 @@ compared (and trusted) months later.
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import os
 import platform
 import shlex
@@ -25,6 +27,10 @@ REPO = Path(__file__).resolve().parents[2]
 # runs on, its `distributions`, and the app hands them to `build_manifest`). Looked up by distribution name without
 # importing anything (importing vLLM takes seconds).
 HARNESS_PACKAGES = ("numpy", "omegaconf", "mosaicml-cli")
+# The device files through which torch.cuda reaches a GPU: NVIDIA's driver (CUDA builds) and AMD's (ROCm builds).
+# Where none exists torch.cuda finds no device, so the sweep process need not import torch (2.5 s on this project's
+# CPU machine) to learn that: a stream or server sweep, which runs no probe, then imports no torch at all.
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/kfd")
 
 
 def now_iso() -> str:
@@ -53,7 +59,13 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def gpus_possible() -> bool:
+    return any(os.path.exists(path) for path in GPU_DEVICE_FILES)
+
+
 def gpu_info() -> List[Dict[str, object]]:
+    if not gpus_possible():
+        return []
     import torch
 
     if not torch.cuda.is_available():
@@ -64,9 +76,32 @@ def gpu_info() -> List[Dict[str, object]]:
     ]
 
 
-def hardware_info() -> Dict[str, object]:
+def torch_cuda_version() -> Optional[str]:
+    """`torch.version.cuda`, the CUDA the installed torch was built for (None: a CPU or ROCm build). Read from the
+    `version.py` torch's build writes as plain assignments, without importing torch; imported only where that file
+    cannot be read."""
+    spec = importlib.util.find_spec("torch")  # finds the package without running it
+    if spec is None:
+        return None
+    try:
+        tree = ast.parse(Path(list(spec.submodule_search_locations or [])[0], "version.py").read_text())
+        for node in tree.body:
+            target = node.target if isinstance(node, ast.AnnAssign) else (
+                node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+            if isinstance(target, ast.Name) and target.id == "cuda" and node.value is not None:
+                value = ast.literal_eval(node.value)
+                if value is None or isinstance(value, str):
+                    return value
+    except (OSError, IndexError, SyntaxError, ValueError):
+        pass
     import torch
 
+    return torch.version.cuda
+
+
+def hardware_info() -> Dict[str, object]:
+    """The machine the sweep ran on. Each entry's worker records what its engine used (threads, devices) in the
+    entry's `runtime`."""
     return {
         "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
@@ -77,18 +112,18 @@ def hardware_info() -> Dict[str, object]:
         # (docs/measurement.md, "A valid GPU point"); empty without NVML
         "gpu_settings": gpu_settings(),
         "gpu_driver": _nvidia_driver(),
-        "cuda": torch.version.cuda,
-        "torch_threads": torch.get_num_threads(),
+        "cuda": torch_cuda_version(),
         "platform": platform.platform(),
     }
 
 
 def hardware_label(device: str) -> str:
     """The `hardware` column: the accelerator's name, or the CPU model and how many cores the run may use."""
-    import torch
+    if device == "cuda" and gpus_possible():
+        import torch
 
-    if device == "cuda" and torch.cuda.is_available():
-        return torch.cuda.get_device_name(0)
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(0)
     cpu = f"{cpu_model()} ({usable_cpus()} cores)"
     return cpu if device == "cpu" else f"{cpu}, no CUDA device"  # rows of an entry skipped for lack of GPUs
 
