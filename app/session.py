@@ -35,6 +35,7 @@ from harness.model.spec import ModelSpec, architecture
 from harness.plan.entry import EntryPlan
 from harness.run.cluster import NodeControl
 from harness.run.launcher import WorkerRun
+from harness.run.preload import WorkerStarter
 from harness.run.runner import EntryRunner, RunEvents
 from harness.run.time_budget import process_age_s, sweep_budget
 from harness.run.wait_notices import WaitNotices
@@ -249,6 +250,7 @@ def run_entries(plans: List[EntryPlan], manifest: dict, config: SweepConfig, don
     the console what a worker is waiting for."""
     closing: Optional[WorkerRun] = None  # the last worker, closing its engine while the next one starts
     several = len(model_groups(plans)) > 1
+    starter = WorkerStarter(config.preload_workers)
     try:
         for plan, entry in zip(plans, manifest["backends"]):
             log = out.path / entry["log"]
@@ -256,18 +258,20 @@ def run_entries(plans: List[EntryPlan], manifest: dict, config: SweepConfig, don
             notices = WaitNotices(label, say, log)
             entry["runtime"] = {}  # an interrupted entry's is filled in as its worker is stopped
             entry["runtime"], closing = run_entry(plan, config, done, emit, log, closing, notices, control,
-                                                  entry["runtime"])
+                                                  entry["runtime"], starter)
             out.write_manifest(manifest)
     finally:
         if closing is not None:
             closing.end()
+        starter.close()  # every worker has ended
         if control is not None:
             control.close()
 
 
 def run_entry(plan: EntryPlan, config: SweepConfig, done: set, emit: Callable[[PointResult], None], log: Path,
               previous: Optional[WorkerRun], notices: WaitNotices, control: Optional[NodeControl] = None,
-              interrupted_runtime: Optional[dict] = None) -> Tuple[dict, Optional[WorkerRun]]:
+              interrupted_runtime: Optional[dict] = None,
+              starter: Optional[WorkerStarter] = None) -> Tuple[dict, Optional[WorkerRun]]:
     """In a worker process when there is something to run; in-process when every point is skipped anyway.
 
     Returns the entry's runtime (its worker fills in the rest as it ends) and the worker still closing its engine,
@@ -282,7 +286,7 @@ def run_entry(plan: EntryPlan, config: SweepConfig, done: set, emit: Callable[[P
         EntryRunner(plan, model, config, context, RunEvents(emit)).run(done)
         return {}, previous
     job = WorkerJob(plan, model, config, context, done)
-    worker = WorkerRun(job, emit, log, config.load_timeout_s, config.point_timeout_s, notices, control)
+    worker = WorkerRun(job, emit, log, config.load_timeout_s, config.point_timeout_s, notices, control, starter)
     try:
         closing = worker.run(previous)
     except BaseException:  # Ctrl-C: no worker outlives the sweep, and none runs on unrecorded

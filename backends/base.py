@@ -72,6 +72,9 @@ class Backend(ABC, Generic[OptionsT]):
     # Builds from transformers' config (ModelSpec.hf_config, made on first use): made with the imports, for the
     # same reason. A server that loads the model itself does not.
     uses_hf_config: ClassVar[bool] = True
+    # Reading the config imports part of transformers' model base and building a model the rest (1.5 s here, 282
+    # modules more): imported with the engine's modules too, so that none of it is counted as load time.
+    HF_MODEL_MODULES: ClassVar[Tuple[str, ...]] = ("transformers.modeling_utils",)
     # Random weights come from harness/model/weights.py (seeded per parameter name), so two backends that both
     # say so hold identical weights and their greedy tokens can be compared.
     harness_random_weights: ClassVar[bool] = False
@@ -119,6 +122,12 @@ class Backend(ABC, Generic[OptionsT]):
             runs = f"it runs {', '.join(cls.quantizations[1:])}" if len(cls.quantizations) > 1 else "it has none here"
             return f"quantization {options.quantization}: {options.name} has no mapping in the harness ({runs})"
         return None
+
+    @classmethod
+    def worker_imports(cls) -> Tuple[str, ...]:
+        """What a worker imports before its load is timed (harness/run/runner.py), and what a preloading process
+        imports before forking one (harness/run/preload.py)."""
+        return (*cls.engine_modules, *(cls.HF_MODEL_MODULES if cls.uses_hf_config else ()))
 
     @classmethod
     def not_installed(cls) -> Optional[str]:

@@ -17,8 +17,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 # What in a command line makes it an engine, a server or a sweep: the CLI, a worker, ranks, the overhead and
 # agreement benchmarks, a server, a venv being built.
-ENGINE_COMMANDS = ("benchmark.py", "harness.run.worker", "harness.run.node_agent", "torchrun", "benchmarks/", "vllm",
-                   "serve", "setup-venv.sh", "slurmctld", "slurmd", "sbatch")
+ENGINE_COMMANDS = ("benchmark.py", "harness.run.worker", "harness.run.preload", "harness.run.node_agent", "torchrun",
+                   "benchmarks/", "vllm", "serve", "setup-venv.sh", "slurmctld", "slurmd", "sbatch")
 
 
 @pytest.fixture(scope="module")

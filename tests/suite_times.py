@@ -25,7 +25,9 @@ import pytest
 
 # What a process is, by its command line: the first kind whose words it contains (tests/conftest.py's ENGINE_COMMANDS
 # decides the tier; these decide the count).
-KINDS = (("sweep", ("benchmark.py",)), ("worker", ("harness.run.worker", "harness.run.node_agent", "torchrun")),
+# A preloading process counts as a worker: the workers it forks start no interpreter, so they are not counted.
+KINDS = (("sweep", ("benchmark.py",)), ("worker", ("harness.run.worker", "harness.run.preload", "harness.run.node_agent",
+                                                   "torchrun")),
          ("server", ("serve", "loopback_server", "slurmctld", "slurmd", "sbatch")), ("other", ("",)))
 
 

@@ -51,7 +51,8 @@ def test_end_to_end_with_two_ranks(sweep):
 @pytest.mark.engine
 @pytest.mark.parametrize("kind,overrides,reason", [
     ("segv", [], "worker died (rank 1: SIGSEGV)"),
-    ("hang", ["point_timeout_s=15"], "worker timed out after 15 s (point_timeout_s)"),
+    # A point here takes under a second: 6 s is a hang, not a slow point.
+    ("hang", ["point_timeout_s=6"], "worker timed out after 6 s (point_timeout_s)"),
 ])
 def test_a_failing_rank_ends_the_entry_in_error_rows_and_leaves_no_process(tmp_path, kind, overrides, reason):
     yaml = write_sweep(tmp_path / "ds.yaml", "{name: deepspeed, device: cpu}",

@@ -43,6 +43,7 @@ CASES = {
     "a bool given 2": ([*STREAM, "stream.stop_at_saturation=2"], "stream.stop_at_saturation: expected true or false, "
                                                                  "got 2"),
     "a bool given 7": (["keep_prefix_cache=7"], "keep_prefix_cache: expected true or false, got 7"),
+    "a bool given a word": (["preload_workers=maybe"], "preload_workers: expected true or false, got 'maybe'"),
     "a NaN rate": ([*STREAM, "stream.request_rates=[.nan]"],
                    "stream.request_rates[0]: must be a finite number, got nan"),
     "an infinite shape": ([*STREAM, "stream.arrival=gamma", "stream.burstiness=.inf"],

@@ -110,6 +110,11 @@ class SweepYaml:
         1800, gt=0, le=WEEK_S, unit="seconds", measures=False, help="A worker silent this long during one point "
                 "(warm-up + timed batches) is killed as hung."
     )
+    preload_workers: bool = opt(
+        True, measures=False, help="Fork each entry's worker from a process that has already imported its engine's "
+                                   "packages, where the entry runs in one process off the GPU (seconds sooner per "
+                                   "entry); false: a new interpreter for each."
+    )
     output: OutputConfig = opt(factory=OutputConfig, measures=False, help="Where results go besides the local folder.")
     hardware: HardwareConfig = opt(factory=HardwareConfig, help="Peaks and price the numbers are held against.")
     quality: QualityConfig = opt(factory=QualityConfig, help="The accuracy price quantized entries are held to.")

@@ -86,10 +86,15 @@ def torch_cuda_version() -> Optional[str]:
     try:
         tree = ast.parse(Path(list(spec.submodule_search_locations or [])[0], "version.py").read_text())
         for node in tree.body:
-            target = node.target if isinstance(node, ast.AnnAssign) else (
-                node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
-            if isinstance(target, ast.Name) and target.id == "cuda" and node.value is not None:
-                value = ast.literal_eval(node.value)
+            target: ast.expr
+            if isinstance(node, ast.AnnAssign) and node.value is not None:
+                target, assigned = node.target, node.value
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, assigned = node.targets[0], node.value
+            else:
+                continue
+            if isinstance(target, ast.Name) and target.id == "cuda":
+                value = ast.literal_eval(assigned)
                 if value is None or isinstance(value, str):
                     return value
     except (OSError, IndexError, SyntaxError, ValueError):

@@ -26,7 +26,8 @@ from harness.measure.records import PointResult
 from harness.plan.entry import EntryPlan
 from harness.plan.points import PlannedPoint
 from harness.run.cluster import NodeControl, NodeEntry, first_failure, loopback_env, spans_nodes, torchrun_command
-from harness.run.process_group import end_group, free_port
+from harness.run.preload import WORKER_MODULE, WorkerStarter, worker_modules
+from harness.run.process_group import GroupLeader, end_group, free_port
 from harness.run.wait_notices import WaitNotices
 from harness.run.worker import WorkerJob
 
@@ -88,7 +89,7 @@ def launch_command(plan: EntryPlan, job_path: Path, socket_path: Path,
                    node: Optional["NodeEntry"] = None) -> List[str]:
     """One Python process, or the placement's ranks under torchrun for distributed engines: this node's share of
     them, joining the other nodes' at node 0's rendezvous, for an entry on more than one node."""
-    worker = ["-m", "harness.run.worker", str(job_path), str(socket_path)]
+    worker = ["-m", WORKER_MODULE, str(job_path), str(socket_path)]
     if not plan.backend_cls.distributed:
         return [sys.executable, *worker]
     p = plan.placement
@@ -109,7 +110,8 @@ class WorkerRun:
     """
 
     def __init__(self, job: WorkerJob, emit: Callable[[PointResult], None], log_path: Path, load_timeout_s: float,
-                 point_timeout_s: float, notices: Optional[WaitNotices] = None, control: Optional[NodeControl] = None):
+                 point_timeout_s: float, notices: Optional[WaitNotices] = None, control: Optional[NodeControl] = None,
+                 starter: Optional[WorkerStarter] = None):
         self.emit, self.log_path = emit, log_path
         self.notices = notices or WaitNotices(job.plan.label, lambda text: None)
         self.load_timeout_s, self.point_timeout_s = load_timeout_s, point_timeout_s
@@ -129,9 +131,13 @@ class WorkerRun:
         self.env = _worker_env(job.plan)
         self.node = NodeEntry(control, control.reserve()) if spans_nodes(job.plan) and control else None
         self.env.update(loopback_env(job.plan, control) if self.node else {})
-        with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(launch_command(job.plan, job_path, socket_path, self.node), cwd=REPO,
-                                         stdout=log, stderr=log, env=self.env, start_new_session=True)
+        plan = job.plan
+        # A fork of a preloaded process (harness/run/preload.py) for a worker of one process on this machine's CPU;
+        # torchrun starts distributed entries' ranks, and no fork is made where a GPU is used.
+        preloadable = not plan.backend_cls.distributed and self.node is None and plan.placement.device != "cuda"
+        self.proc, self.runtime["worker_start"] = (starter or WorkerStarter(enabled=False)).start(
+            launch_command(plan, job_path, socket_path, self.node), preloadable, self.env,
+            worker_modules(plan.backend_cls), str(job_path), str(socket_path), log_path)
         self._ended = False
 
     def run(self, previous: Optional["WorkerRun"] = None) -> bool:
@@ -211,7 +217,7 @@ def _listen(path: str) -> socket.socket:
     return sock
 
 
-def _accept(listener: socket.socket, proc: subprocess.Popen, state: Supervision, timeout_s: float,
+def _accept(listener: socket.socket, proc: GroupLeader, state: Supervision, timeout_s: float,
             notices: WaitNotices) -> Optional[Connection]:
     """Wait for rank 0 to connect: imports and engine start-up count against the load timeout. A worker that
     connected and then died while the previous entry was ending is still accepted: its last words are queued."""
@@ -232,7 +238,7 @@ def _accept(listener: socket.socket, proc: subprocess.Popen, state: Supervision,
         return Connection(sock.detach())
 
 
-def _supervise(conn: Connection, proc: subprocess.Popen, state: Supervision, emit, load_timeout_s: float,
+def _supervise(conn: Connection, proc: GroupLeader, state: Supervision, emit, load_timeout_s: float,
                point_timeout_s: float, notices: WaitNotices, until_reported: bool = False) -> None:
     """Handle the worker's events until it is done (or, `until_reported`, has reported every point), dies, or is
     silent for longer than the phase it is in allows (state.failure says which)."""
@@ -279,7 +285,7 @@ def _handle(kind: str, payload, at: float, state: Supervision, emit) -> None:
         state.done = True
 
 
-def _stop(proc: subprocess.Popen, graceful: bool) -> None:
+def _stop(proc: GroupLeader, graceful: bool) -> None:
     """End the worker's whole process group (engine children, ranks): a finished worker, and the engine processes
     it leaves shutting down, get time to exit; a hung one is stopped at once."""
     if graceful:
@@ -290,7 +296,7 @@ def _stop(proc: subprocess.Popen, graceful: bool) -> None:
     end_group(proc, exit_s=CHILDREN_EXIT_S if graceful else 0.0, term_s=10.0)
 
 
-def _exit_reason(proc: subprocess.Popen, state: Supervision, log_path: Path, other_nodes: Dict[int, dict]) -> str:
+def _exit_reason(proc: GroupLeader, state: Supervision, log_path: Path, other_nodes: Dict[int, dict]) -> str:
     """Why the worker stopped early: node 0's own reason, or which rank died how (and on which node)."""
     return state.failure or f"died ({first_failure(proc.returncode, log_path, other_nodes)})"
 

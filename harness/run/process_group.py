@@ -14,9 +14,24 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Protocol
 
 POLL_S = 0.05
+
+
+class GroupLeader(Protocol):
+    """What ending a group needs of its leader: a `subprocess.Popen`, or a worker forked from a preloading process
+    (harness/run/preload.py, PreloadedWorker)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> Optional[int]: ...
+
+    def poll(self) -> Optional[int]: ...
+
+    def wait(self, timeout: Optional[float] = None) -> int: ...
 
 
 def group_alive(pgid: int) -> bool:
@@ -35,7 +50,7 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def wait_group(proc: subprocess.Popen, timeout_s: float) -> bool:
+def wait_group(proc: GroupLeader, timeout_s: float) -> bool:
     """Wait up to `timeout_s` for every member of `proc`'s group (it leads it) to end; reaps the leader."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -47,7 +62,7 @@ def wait_group(proc: subprocess.Popen, timeout_s: float) -> bool:
         time.sleep(POLL_S)
 
 
-def end_group(proc: subprocess.Popen, exit_s: float, term_s: float, kill_s: float = 5.0) -> None:
+def end_group(proc: GroupLeader, exit_s: float, term_s: float, kill_s: float = 5.0) -> None:
     """Give the group `exit_s` to end by itself, then SIGTERM it and give it `term_s`, then SIGKILL what is left."""
     if wait_group(proc, exit_s):
         return

@@ -128,7 +128,7 @@ class EntryRunner:
         self.events.loading()
         start = time.perf_counter()
         try:
-            for module in self.plan.backend_cls.engine_modules:
+            for module in self.plan.backend_cls.worker_imports():
                 importlib.import_module(module)
             if self.plan.backend_cls.uses_hf_config:
                 _ = self.model.hf_config  # built on first use: importing its config classes is not the load
