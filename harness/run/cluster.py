@@ -32,6 +32,10 @@ REPO = Path(__file__).resolve().parents[2]
 POLL_S = 0.5
 EXIT_REPORT_S = 30.0  # how long node 0 waits for the other nodes to say how an entry's ranks ended
 ABORTED_REPORT_S = 20.0  # and then, once told to stop them, for a node that had not
+# Each agent adds to its `beat/K` counter every HEARTBEAT_S while it runs (harness/run/node_agent.py): one whose
+# counter has not moved for SILENT_S is dead (the node or its agent), and node 0 stops waiting for its report.
+HEARTBEAT_S = 1.0
+SILENT_S = 5.0
 STORE_CALL_S = 60.0  # one store call's timeout (waits for a key use their own)
 
 
@@ -108,15 +112,23 @@ class NodeControl:
         self.store.set(f"abort/{entry}", "1")
 
     def outcomes(self, entry: int, nodes: int, wait_s: float = EXIT_REPORT_S) -> Dict[int, dict]:
-        """How each other node's ranks of `entry` ended, as its agent reported ({} for an agent that has not)."""
-        deadline = time.monotonic() + wait_s
+        """How each other node's ranks of `entry` ended, as its agent reported ({} for an agent that has not):
+        waited for up to `wait_s`, but not for an agent whose heartbeat has stopped."""
+        now = time.monotonic()
+        deadline = now + wait_s
         found: Dict[int, dict] = {}
+        beats = {k: (self.store.add(f"beat/{k}", 0), now) for k in range(1, nodes)}  # count, when it last moved
         while True:
+            now = time.monotonic()
             for k in range(1, nodes):
                 key = f"exit/{entry}/{k}"
                 if k not in found and self.store.check([key]):
                     found[k] = json.loads(self.store.get(key))
-            if len(found) == nodes - 1 or time.monotonic() > deadline:
+                count = self.store.add(f"beat/{k}", 0)
+                if count != beats[k][0]:
+                    beats[k] = (count, now)
+            silent = {k for k, (_, moved) in beats.items() if now - moved > SILENT_S}
+            if len(found.keys() | silent) == nodes - 1 or now > deadline:
                 return found
             time.sleep(POLL_S)
 

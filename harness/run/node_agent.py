@@ -14,13 +14,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Optional
 
 from harness.errors import UserError
 from harness.measure.writers import safe_file_name
-from harness.run.cluster import POLL_S, REPO, STORE_CALL_S, failed_rank, store_timeout, this_host, torchrun_command
+from harness.run.cluster import (HEARTBEAT_S, POLL_S, REPO, STORE_CALL_S, failed_rank, store_timeout, this_host,
+                                 torchrun_command)
 from harness.run.process_group import die_with_parent, end_group
 from harness.run.worker import OTHER_NODE
 
@@ -60,6 +62,7 @@ def run_agent(endpoint: str, node_rank: Optional[int], join_timeout_s: float, lo
                         "sweep running, with cluster.rendezvous set to it?)") from None
     store.set_timeout(store_timeout(STORE_CALL_S))
     store.set(f"agent/{rank}", this_host())
+    threading.Thread(target=_heartbeat, args=(host.strip("[]"), int(port), rank), daemon=True).start()
     print(f"node {rank} ({this_host()}): joined {endpoint}", flush=True)
     entry = 0
     while True:
@@ -78,6 +81,20 @@ def run_agent(endpoint: str, node_rank: Optional[int], join_timeout_s: float, lo
             outcome = run_entry(store, endpoint, entry, rank, command, log_dir)
             store.set(f"exit/{entry}/{rank}", json.dumps(outcome))
         entry += 1
+
+
+def _heartbeat(host: str, port: int, rank: int) -> None:
+    """Add to `beat/RANK` every HEARTBEAT_S, over a connection of its own, for as long as this agent runs: node 0
+    takes an agent whose count stops as dead without waiting out its report (harness/run/cluster.py)."""
+    from torch.distributed import TCPStore
+
+    try:
+        store = TCPStore(host, port, is_master=False, timeout=store_timeout(STORE_CALL_S))
+        while True:
+            store.add(f"beat/{rank}", 1)
+            time.sleep(HEARTBEAT_S)
+    except RuntimeError:  # node 0's store is gone: the agent's own loop sees it too, and stops
+        return
 
 
 def run_entry(store, endpoint: str, entry: int, rank: int, command: dict, log_dir: Optional[Path]) -> dict:
