@@ -15,7 +15,7 @@ from backends.generate.deepspeed_tp import DeepSpeedBackend, DeepSpeedOptions
 from backends.vllm_engine import VLLMBackend, VLLMOptions
 from harness.config.cluster import ClusterConfig, validate_cluster
 from harness.errors import UserError
-from harness.run.cluster import first_failure
+from harness.run.cluster import ABORTED_REPORT_S, first_failure
 from harness.run.node_agent import NODE_RANK_VARS
 from harness.run.process_group import free_port
 from tests.conftest import REPO, run_benchmark
@@ -197,7 +197,10 @@ def test_a_node_that_dies_mid_point_ends_the_entry_naming_it(tmp_path):
                     if b"--node-agent" in open(f"/proc/{pid}/cmdline", "rb").read()]
         for pid in descendants(agent):
             os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
         assert proc.wait(timeout=180) == 1, proc.stderr.read()
+        # Its heartbeat stopped: node 0 names it after SILENT_S (5 s) of silence, not ABORTED_REPORT_S (20 s).
+        assert time.monotonic() - killed < ABORTED_REPORT_S
     finally:
         proc.kill()
     by_batch = {int(r["batch_size"]): r for r in rows(out / "results.csv")}

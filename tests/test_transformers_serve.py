@@ -79,23 +79,12 @@ def test_completions_with_token_ids_are_refused_in_one_line(server):
 
 
 @pytest.mark.engine
-def test_close_ends_the_server_and_its_checkpoint(server):
-    """The module's server, closed by the last test that asks for it (a server start less; close is idempotent, so
-    the fixture's own close after it does nothing)."""
-    backend = server
-    pid, folder = backend.server_pid, backend.served_model
-    assert group_members(pid)
-    backend.close()
-    assert not group_members(pid)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    assert not os.path.exists(folder)
-
-
-@pytest.mark.engine
-def test_the_demo_yaml_through_benchmark_py(tmp_path):
-    """yamls/cpu-servers.yaml's transformers serve entry, shrunk, through benchmark.py: rows, requests, sources."""
+def test_the_demo_yaml_through_benchmark_py(server, tmp_path):
+    """yamls/cpu-servers.yaml's transformers serve entry, shrunk, through benchmark.py: rows, requests, sources. Sent
+    to the module's server (started from the same entry's command above) through base_url: a server start less."""
     config = yaml.safe_load(SERVERS_YAML.read_text())
-    config["backends"] = [transformers_entry()]
+    entry = {k: v for k, v in transformers_entry().items() if k != "command"}
+    config["backends"] = [{**entry, "base_url": server.base_url, "model": server.served_model}]
     config["workload"]["prompts"] = str(REPO / "yamls" / "prompts" / "example-chats.jsonl")
     config["output_lengths"] = [8]
     config["stream"].update(request_rates=[4], num_requests=8, num_warmup_requests=2)
@@ -108,3 +97,16 @@ def test_the_demo_yaml_through_benchmark_py(tmp_path):
     assert row["output_tokens_source"] == "usage" and float(row["output_tokens_mean"]) == 8
     requests = list(csv.DictReader(open(tmp_path / "out" / "requests.csv")))
     assert len(requests) == 8 and {r["output_tokens_source"] for r in requests} == {"usage"}
+
+
+@pytest.mark.engine
+def test_close_ends_the_server_and_its_checkpoint(server):
+    """The module's server, closed by the last test that asks for it (a server start less; close is idempotent, so
+    the fixture's own close after it does nothing)."""
+    backend = server
+    pid, folder = backend.server_pid, backend.served_model
+    assert group_members(pid)
+    backend.close()
+    assert not group_members(pid)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not os.path.exists(folder)
