@@ -1,7 +1,7 @@
 """Workers forked from a preloading process (harness/run/preload.py; docs/measurement.md, "Where a sweep's time
-goes"): what each entry's worker imports is imported once, the entries after the first start in a fraction of a
-second and measure what a new interpreter's worker would, nothing is left running, and a preloading process that
-dies costs its entry's points and no other."""
+goes"): `preload_workers: false` starts new interpreters, and a preloading process that dies costs its entry's
+points and no other. What each one imports, once, and how soon the later entries start is held on
+tests/test_accuracy_e2e.py's sweep, whose hf and vLLM entries already run."""
 
 import json
 import os
@@ -16,7 +16,6 @@ import pytest
 from tests.conftest import REPO, run_benchmark
 from tests.contract import MARKER, processes_with, rows
 
-HF_IMPORTS = "harness.run.worker, backends.generate.hf, torch, transformers, transformers.modeling_utils"
 BASE = """model: {preset: tiny-llama, weights: random, dtype: fp32}
 batch_sizes: [1]
 input_lengths: [16]
@@ -28,33 +27,6 @@ num_warmup_batches: 1
 
 def runtimes(out):
     return {b["label"]: b["runtime"] for b in json.loads((out / "manifest.json").read_text())["backends"]}
-
-
-@pytest.mark.engine
-def test_entries_fork_from_one_preloading_process_that_imports_each_module_once(tmp_path):
-    (tmp_path / "s.yaml").write_text(BASE + """benchmark_name: preload
-backends:
-  - {name: hf, label: first, device: cpu}
-  - {name: synthetic}
-  - {name: hf, label: second, device: cpu}
-""")
-    marker = uuid.uuid4().hex
-    proc = run_benchmark(tmp_path / "s.yaml", "--output-dir", tmp_path / "out", "--no-plots",
-                         env={**os.environ, MARKER: marker})
-    assert proc.returncode == 0, proc.stderr
-    assert [(r["backend"], r["status"]) for r in rows(tmp_path / "out" / "results.csv")] == [
-        ("first", "ok"), ("synthetic", "ok"), ("second", "ok")]
-    runtime = runtimes(tmp_path / "out")
-    assert runtime["first"]["worker_start"] == f"forked from a preloading process that imported {HF_IMPORTS} for it"
-    assert runtime["synthetic"]["worker_start"] == \
-        "forked from a preloading process that imported backends.synthetic for it"
-    assert runtime["second"]["worker_start"] == "forked from a preloading process"  # torch is already there
-    first, second = runtime["first"]["time_budget_s"], runtime["second"]["time_budget_s"]
-    # A new interpreter takes 3.5 s here to get this far (torch, transformers); a fork, a hundredth of that.
-    assert first["worker_start_s"] > 1 and second["worker_start_s"] + second["engine_import_s"] < 1, (first, second)
-    # The same load either way: every import is before the load timer (Backend.worker_imports).
-    assert runtime["second"]["load_time_s"] < 2 * runtime["first"]["load_time_s"] + 0.5
-    assert processes_with(marker) == []  # the workers and the preloading process have ended
 
 
 @pytest.mark.engine

@@ -12,7 +12,8 @@ before the fork (no engine, no thread pool, no device), and the load timer start
 what is timed is the same. Its exit status is relayed to the sweep, which supervises it as it does any worker.
 
 The preloading process dies with the sweep, and a worker with it (PR_SET_PDEATHSIG); between entries it waits
-blocked on its connection, using no CPU beside a timed point.
+blocked on its connection, using no CPU beside a timed point. There is one per environment the sweep's entries
+run in (an engine's `launch_env` differs from another's), each kept until the sweep ends.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from harness.run.exit_now import exit_now
-from harness.run.process_group import GroupLeader, die_with_parent
+from harness.run.process_group import GroupLeader, die_with_parent, running
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER_MODULE = "harness.run.worker"
@@ -64,7 +65,7 @@ class PreloadedWorker:
         if self.returncode is None and self.preloader.said_all and self.preloader.proc.poll() is not None:
             # It ended without saying this worker ended: it died importing (no worker), or while the worker ran,
             # which then dies with it. Its own end is the reason.
-            if self.child is None or _gone(self.child):
+            if self.child is None or not running(self.child):
                 self.returncode = self.preloader.proc.returncode
         return self.returncode
 
@@ -118,9 +119,6 @@ class Preloader:
         except (EOFError, OSError):  # it ended; PreloadedWorker.poll says what that means for each worker
             self.said_all = True
 
-    def idle(self) -> bool:
-        return all(worker.poll() is not None for worker in self.workers.values())
-
     def close(self) -> None:
         self.conn.close()  # it exits when its connection closes
         try:
@@ -130,48 +128,36 @@ class Preloader:
             self.proc.wait()
 
 
-def _gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] in ("Z", "X")
-    except OSError:
-        return True
-
-
 class WorkerStarter:
-    """Starts the sweep's workers: forked from a preloading process started with the entry's environment where the
-    entry allows it, else as a new interpreter (`command`). One preloading process is current; one replaced (an
-    entry with another environment) is ended once its workers have, since the previous entry's may still be closing
-    its engine."""
+    """Starts the sweep's workers: forked from the preloading process started with the entry's environment where
+    the entry allows it, else as a new interpreter (`command`). One preloading process per environment the sweep's
+    entries run in (hf's, vLLM's), kept until the sweep ends: entries of a grid or of a quantization list take
+    turns between engines."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled
-        self.current: Optional[Preloader] = None
-        self.retired: List[Preloader] = []
+        self.preloaders: Dict[Tuple[Tuple[str, str], ...], Preloader] = {}
 
     def start(self, command: List[str], preloadable: bool, env: Dict[str, str], modules: Sequence[str],
               job_path: str, socket_path: str, log_path: Path) -> Tuple[GroupLeader, str]:
         """The worker's process (a `subprocess.Popen` or a `PreloadedWorker`) and how it was started, in words."""
-        for old in [p for p in self.retired if p.idle()]:
-            old.close()
-            self.retired.remove(old)
         if not (self.enabled and preloadable):
             with open(log_path, "ab") as log:
                 proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=log, env=env, start_new_session=True)
             return proc, "new interpreter"
-        current = self.current
-        if current is None or current.env != env or current.proc.poll() is not None:
-            if current is not None:
-                self.retired.append(current)
-            current = self.current = Preloader(env, log_path)
-        new = [m for m in modules if m not in current.imported]
+        key = tuple(sorted(env.items()))
+        preloader = self.preloaders.get(key)
+        if preloader is None or preloader.proc.poll() is not None:  # none yet, or it died: its workers with it
+            preloader = self.preloaders[key] = Preloader(env, log_path)
+        new = [m for m in modules if m not in preloader.imported]
         how = "forked from a preloading process" + (f" that imported {', '.join(new)} for it" if new else "")
-        return current.start(modules, job_path, socket_path, log_path), how
+        return preloader.start(modules, job_path, socket_path, log_path), how
 
     def close(self) -> None:
         """At the sweep's end, every worker ended."""
-        for preloader in [*self.retired, *([self.current] if self.current else [])]:
+        for preloader in self.preloaders.values():
             preloader.close()
-        self.current, self.retired = None, []
+        self.preloaders = {}
 
 
 # --- the preloading process --------------------------------------------------------------------------------------

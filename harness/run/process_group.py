@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import List, Optional, Protocol
 
 POLL_S = 0.05
 
@@ -34,18 +34,29 @@ class GroupLeader(Protocol):
     def wait(self, timeout: Optional[float] = None) -> int: ...
 
 
+def _stat(pid) -> Optional[List[str]]:
+    """/proc/PID/stat's fields after the command name (state, ppid, pgrp, ...); None for a process that is gone.
+    The name may hold spaces or parentheses, so it is split after the last ')'."""
+    try:
+        stat = Path("/proc", str(pid), "stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and has not ended (a zombie has)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
 def group_alive(pgid: int) -> bool:
     """Whether any process of group `pgid` is still running (zombies, already dead, do not count)."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp ...: comm may hold spaces or parentheses, so split after the last ')'.
-        fields = stat[stat.rfind(")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
+        fields = _stat(entry.name)
+        if fields is not None and int(fields[2]) == pgid and fields[0] != "Z":
             return True
     return False
 
