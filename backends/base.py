@@ -206,6 +206,11 @@ class Backend(ABC, Generic[OptionsT]):
         with."""
         return None
 
+    def answered_by(self) -> str:
+        """What answers `accuracy.tasks` through this backend, as the manifest says it (docs/measurement.md,
+        "Accuracy")."""
+        return "the engine instance this entry timed"
+
     def runtime_info(self) -> Dict[str, object]:
         """What the loaded engine decided (threads, device map, ...), for the manifest."""
         return {}

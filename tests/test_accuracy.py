@@ -144,12 +144,30 @@ def test_the_tasks_key_takes_a_list_of_paths(tmp_path, capsys, section, says):
     assert refused(tmp_path, capsys, "", sweep=sweep).startswith(says)
 
 
-def test_a_stream_sweep_refuses_tasks(tmp_path, capsys):
-    tasks = write_task(tmp_path / "digits.jsonl", EXAMPLES)
-    stream = SWEEP.replace("batch_sizes: [1]", "scenario: stream\nstream: {{request_rates: [1], num_requests: 4}}")
-    says = refused(tmp_path, capsys, str(tasks), sweep=stream)
-    assert says == ("accuracy.tasks: answered in batch sweeps only (scenario: batch), not in a stream; run the tasks "
-                    "in a batch sweep of the same entries")
+def test_a_stream_sweep_answers_as_a_stream_of_every_example(model):
+    """In a stream sweep the tasks go through the engine's `serve`, as its points are timed, `batch_size` requests in
+    flight and each answer's ids asked for. The null engine "generates" 1, 2, 3, ...: with EOS 3 an answer (1, 2) is
+    right and (1, 5) wrong, whichever way it is asked."""
+    from backends.synthetic import SyntheticBackend, SyntheticOptions
+    from harness.measure.quality import score_tasks
+    from harness.plan.points import SweepShape
+
+    task = AccuracyTask("t", "t.jsonl", ((4, 4),) * 5, ((1, 2), (1, 5), (1, 2), (2, 1), (1, 2)), (3,))
+    stream = task.stream(2)
+    assert (stream.max_concurrency, stream.answer_ids, set(stream.arrivals_s)) == (2, True, {0.0})
+    assert stream.requests.max_tokens == (3,) * 5 and not stream.requests.forced
+    options = SyntheticOptions(name="synthetic", ttft_ms=0, tpot_ms=0)
+    backend = SyntheticBackend(options, model, SweepShape(2, 8, 4, scenario="stream"))
+    backend.load()
+    said = {}
+    for scenario in ("stream", "batch"):
+        score, said[scenario] = score_tasks(backend, [task], 2, scenario)
+        assert (score.task, score.examples, score.correct) == ("t", 5, 3)
+    assert said["stream"]["accuracy"]["evaluated"] == (
+        "greedy, through the engine instance this entry timed, as a stream, 2 examples in flight at a time; exact "
+        "match, then EOS or the end of the answer's budget")
+    assert said["batch"]["accuracy"]["evaluated"].startswith("greedy, through the engine instance this entry timed, "
+                                                              "2 examples at a time;")
 
 
 def speculative_results(folder, delta_interval):

@@ -1,9 +1,10 @@
 """Accuracy at the timed configuration, end to end (issue 51): a digits model trained here in seconds (the draft's
 shape: real skill, far from perfect), swept on hf and vLLM in process, unquantized and int8, with `accuracy.tasks` on
-its held-out split, and hf speculating with the model as its own draft. The harness's accuracy is held against the
+its held-out split, and hf speculating with the model as its own draft; then streamed to HF continuous batching and
+vLLM's OpenAI-compatible server, which answer the tasks as streams. The harness's accuracy is held against the
 training script's own scoring (hf `generate` called directly, prompts grouped by length: another code path), vLLM's
-against hf's, each int8 entry's price against its own engine's unquantized entry, and each speculative entry's
-against the entry without speculation."""
+and the streamed entries' against hf's, each int8 entry's price against its own engine's unquantized entry, and each
+speculative entry's against the entry without speculation."""
 
 import json
 import sys
@@ -58,6 +59,36 @@ accuracy: {{tasks: ['{folder}/task/test.jsonl'], limit: {LIMIT}, batch_size: 50}
     return {r["backend"]: r for r in rows(tmp / "out" / "results.csv")}, tmp / "out"
 
 
+# The model served by vLLM's OpenAI-compatible server, its model in the engine core's process (7 s sooner a start).
+SERVER = ("env VLLM_ENABLE_V1_MULTIPROCESSING=0 {python} -m vllm.entrypoints.openai.api_server --model {model_dir} "
+          "--dtype float32 --enforce-eager --kv-cache-memory-bytes 268435456 --host 127.0.0.1 --port {port} "
+          "--disable-uvicorn-access-log")
+
+
+@pytest.fixture(scope="module")
+def served(trained, tmp_path_factory):
+    """A stream sweep of the same model: HF continuous batching, and vLLM behind its server, each answering the tasks
+    as a stream through what it timed."""
+    folder, _ = trained
+    tmp = tmp_path_factory.mktemp("accuracy-served")
+    yaml = tmp / "sweep.yaml"
+    yaml.write_text(f"""
+benchmark_name: accuracy-served-e2e
+scenario: stream
+model: {{name_or_path: '{folder}', weights: pretrained, dtype: fp32}}
+backends:
+  - {{name: hf, label: hf-continuous, device: cpu, batching: continuous, max_batch_size: 16}}
+  - {{name: openai, label: vllm-serve, command: '{SERVER}'}}
+input_lengths: [8]
+output_lengths: [4]
+stream: {{request_rates: [8], num_requests: 8}}
+accuracy: {{tasks: ['{folder}/task/test.jsonl'], limit: {LIMIT}, batch_size: 50}}
+""")
+    proc = run_benchmark(yaml, "--output-dir", tmp / "out", "--no-plots")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {r["backend"]: r for r in rows(tmp / "out" / "results.csv")}, tmp / "out"
+
+
 @pytest.mark.engine
 def test_the_harness_scores_what_the_model_answers(trained, sweep):
     _, correct = trained
@@ -77,6 +108,25 @@ def test_vllm_in_process_agrees_with_hf(sweep):
     hf, vllm = results["hf"], results["vllm"]
     # Both engines greedy on fp32 weights: the same answers but for near-ties in the logits.
     assert float(hf["accuracy_ci95_low"]) <= float(vllm["accuracy"]) <= float(hf["accuracy_ci95_high"])
+
+
+@pytest.mark.engine
+def test_a_stream_sweep_scores_through_the_server_it_timed_and_agrees_with_hf(sweep, served):
+    """hf's static batches, HF continuous batching and vLLM's server each answer the same 100 examples; the served
+    entry through the very server its points were timed on (the manifest names its URL), asked for its answers'
+    token ids."""
+    hf = sweep[0]["hf"]
+    results, out = served
+    for label in ("hf-continuous", "vllm-serve"):
+        row = results[label]
+        assert row["status"] == "ok" and int(row["accuracy_examples"]) == LIMIT
+        assert float(hf["accuracy_ci95_low"]) <= float(row["accuracy"]) <= float(hf["accuracy_ci95_high"]), label
+    runtime = {b["label"]: b["runtime"] for b in json.loads((out / "manifest.json").read_text())["backends"]}
+    assert runtime["vllm-serve"]["accuracy"]["evaluated"] == (
+        f"greedy, through the server this entry timed ({runtime['vllm-serve']['base_url']}/v1/completions), as a "
+        "stream, 50 examples in flight at a time; exact match, then EOS or the end of the answer's budget")
+    assert runtime["hf-continuous"]["accuracy"]["evaluated"].startswith(
+        "greedy, through the engine instance this entry timed, as a stream, 50 examples")
 
 
 @pytest.mark.engine

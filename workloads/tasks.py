@@ -43,7 +43,8 @@ def load_tasks(config: AccuracyConfig, model: ModelSpec) -> Tuple[AccuracyTask, 
         sampling = Sampling(config.sampling.temperature, config.sampling.top_p, config.sampling.top_k)
         seed = config.sampling.seed
         seeds = () if sampling.greedy or seed is None else tuple(seed + k for k in range(len(prompts)))
-        task = AccuracyTask(Path(path).stem, path, prompts, answers, stop_ids, sampling, seeds)
+        messages = tuple(((("user", prompt),)) for prompt, _ in examples)
+        task = AccuracyTask(Path(path).stem, path, prompts, answers, stop_ids, sampling, seeds, messages)
         if task.longest_prompt + task.longest_answer > model.max_positions:
             raise UserError(f"accuracy.tasks[{i}]: {path}'s longest prompt ({task.longest_prompt} tokens) and answer "
                             f"({task.longest_answer} with EOS) pass {model.label}'s max_position_embeddings "

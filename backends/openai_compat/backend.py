@@ -291,6 +291,9 @@ class OpenAIBackend(Backend[OpenAIOptions]):
             else None
         return {"batching": "server", "prefix_caching": caching}
 
+    def answered_by(self) -> str:
+        return f"the server this entry timed ({self.client.url})"
+
     def runtime_info(self) -> Dict[str, object]:
         """Where the requests went and what answered; the architecture is the server's (not visible from here)."""
         info: Dict[str, object] = {"base_url": self.base_url, "model": self.served_model,

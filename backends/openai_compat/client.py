@@ -68,7 +68,8 @@ class CompletionsClient:
 
     def request_body(self, stream: StreamSpec, i: int) -> bytes:
         """Request i's token ids (or conversation), budget, sampling and seed, plus `extra_body`. In a multi-turn
-        stream, vLLM is asked for the answer's token ids too: the next turn is sent with them."""
+        stream, vLLM is asked for the answer's token ids too: the next turn is sent with them; so is it where the
+        answers are scored (`stream.answer_ids`)."""
         batch, s = stream.requests, stream.requests.sampling
         stream_options: Dict[str, Any] = {"include_usage": True}
         if self.continuous_usage_stats:
@@ -82,6 +83,8 @@ class CompletionsClient:
             body["prompt"] = stream.prompt_ids(i)
             if stream.turns is not None and self.extensions == "vllm":
                 body["return_token_ids"] = True
+        if stream.answer_ids and self.extensions == "vllm":
+            body["return_token_ids"] = True
         if batch.seeds:
             body["seed"] = batch.seeds[i]
         body.update(self._extension_fields(batch, max_tokens))

@@ -19,14 +19,15 @@ class AccuracyConfig:
     tasks: List[str] = opt(
         factory=list, help="Task files, JSON lines of {\"prompt\": TEXT, \"answer\": TEXT}: every entry answers each "
         "prompt greedily through the engine instance it timed (its quantization, KV cache and speculative settings "
-        "included), and an answer counts when its tokens are the answer's, then EOS or the end of its budget. "
-        "None by default: no accuracy.")
+        "included) or, for an openai entry, the server it timed, and an answer counts when its tokens are the "
+        "answer's, then EOS or the end of its budget. None by default: no accuracy.")
     template: str = opt("chat", help="How a prompt becomes the model's input, as workload.template takes it: chat "
                         "(the tokenizer's chat template), none (the text and the tokenizer's own BOS), llama-2, "
                         "llama-3, mistral, chatml.")
     limit: Optional[int] = opt(None, ge=1, help="Each task's first this-many examples (default: all of them).")
-    batch_size: int = opt(16, ge=1, help="Examples sent to the engine together (the answers do not depend on it "
-                          "beyond the engine's own batch invariance).")
+    batch_size: int = opt(16, ge=1, help="Examples sent to the engine together: a static batch's size, or in a stream "
+                          "sweep the requests in flight at once (the answers do not depend on it beyond the engine's "
+                          "own batch invariance).")
     sampling: SamplingConfig = opt(factory=SamplingConfig, help="How the answers are decoded, as the sweep's own "
                                    "`sampling` takes it; greedy by default. Sampled, each example has its own seed "
                                    "from sampling.seed, so a sampled score repeats where the engine allows.")
@@ -37,11 +38,8 @@ class AccuracyConfig:
                       and (config_dir / t).exists() else t for t in self.tasks]
 
 
-def validate_accuracy(accuracy: AccuracyConfig, scenario: str) -> None:
+def validate_accuracy(accuracy: AccuracyConfig) -> None:
     """The files; the template is the task reader's to check (workloads/tasks.py), where the templates are."""
-    if accuracy.tasks and scenario != "batch":
-        raise UserError(f"accuracy.tasks: answered in batch sweeps only (scenario: batch), not in a {scenario}; run "
-                        "the tasks in a batch sweep of the same entries")
     for i, path in enumerate(accuracy.tasks):
         if not path.strip():
             raise UserError(f"accuracy.tasks[{i}]: is empty; give a task file (JSON lines of prompt and answer)")

@@ -249,7 +249,7 @@ def validate(config: SweepConfig) -> None:
         _validate_upload_uri(config.output.upload_uri)
     validate_hardware(config.hardware)
     validate_quality(config.quality, model_sections(config))
-    validate_accuracy(config.accuracy, config.scenario)
+    validate_accuracy(config.accuracy)
     validate_cluster(config.cluster, config.backends, [entry_key(config, i) for i in range(len(config.backends))])
 
 

@@ -15,7 +15,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -176,7 +176,7 @@ def score_entry(backend, plan: EntryPlan) -> Tuple[Optional[float], Optional[Tas
     """quality.text's perplexity and accuracy.tasks' answers, once per entry after its load, untimed; and what the
     manifest says of both."""
     perplexity, scored = score_text(backend, plan)
-    accuracy, answered = score_tasks(backend, plan.accuracy_tasks, plan.accuracy_batch_size)
+    accuracy, answered = score_tasks(backend, plan.accuracy_tasks, plan.accuracy_batch_size, plan.shape.scenario)
     return perplexity, accuracy, {**scored, **answered}
 
 
@@ -196,9 +196,10 @@ def score_text(backend, plan: EntryPlan) -> Tuple[Optional[float], Dict[str, obj
 
 
 # Task accuracy (docs/measurement.md, "Accuracy"): once per entry, after its load and before its points, the entry's
-# own engine instance answers every example of `accuracy.tasks` (greedy unless accuracy.sampling says otherwise); an
-# answer counts on exact match (harness/scenarios/accuracy.py). Its 95% Wilson interval, and a quantized or
-# speculative entry's difference from its reference with Newcombe's interval, are harness/measure/stats.py's.
+# own engine instance, or the server it times, answers every example of `accuracy.tasks` (greedy unless
+# accuracy.sampling says otherwise); an answer counts on exact match (harness/scenarios/accuracy.py). Its 95% Wilson
+# interval, and a quantized or speculative entry's difference from its reference with Newcombe's interval, are
+# harness/measure/stats.py's.
 
 def task_summary(score: TaskScore) -> Dict[str, object]:
     """One task's figures, as the manifest gives them."""
@@ -215,32 +216,59 @@ def pooled(scores: Sequence[TaskScore]) -> Optional[TaskScore]:
                      sum(s.correct for s in scores))
 
 
-def score_tasks(backend, tasks: Sequence[AccuracyTask], batch_size: int) -> Tuple[Optional[TaskScore],
-                                                                                    Dict[str, object]]:
-    """Each task answered through `backend`, the loaded engine, untimed: every task's examples pooled (the row's
-    `accuracy`), and what the manifest says of each. A failure is said there and leaves the columns empty, not the
-    entry's measurements."""
+def score_tasks(backend, tasks: Sequence[AccuracyTask], batch_size: int, scenario: str = "batch") -> Tuple[
+        Optional[TaskScore], Dict[str, object]]:
+    """Each task answered through `backend`, the loaded engine, untimed: as static batches of `batch_size` in a batch
+    sweep, as one stream with `batch_size` in flight in a stream sweep (the way the entry is timed; a server is only
+    reached that way). Every task's examples pooled (the row's `accuracy`), and what the manifest says of each. A
+    failure is said there and leaves the columns empty, not the entry's measurements."""
     if not tasks:
         return None, {}
+    answer = _batch_answers if scenario == "batch" else _stream_answers
     scores = []
     try:
         for task in tasks:
-            correct = 0
-            for start, batch in task.batches(batch_size):
-                generated = backend.run(batch).token_ids
-                if generated is None:
-                    return None, {"accuracy": "not scored: the engine does not hand back the tokens it generated"}
-                answers = task.answers[start:start + batch.batch_size]
-                correct += sum(answered(g, a, task.stop_ids) for g, a in zip(generated, answers))
-            scores.append(TaskScore(task.name, len(task.prompts), correct))
+            generated = answer(backend, task, batch_size)
+            if generated is None:
+                return None, {"accuracy": "not scored: the engine does not hand back the tokens it generated (a "
+                              "server is asked for them with extensions: vllm)"}
+            scores.append(TaskScore(task.name, len(task.prompts),
+                                    sum(answered(g, a, task.stop_ids) for g, a in zip(generated, task.answers))))
     except Exception as e:  # the engine's own error, whatever its type: the timed points still run
         return None, {"accuracy": f"failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}
     s = tasks[0].sampling
     decoding = "greedy" if s.greedy else f"sampled (temperature {s.temperature:g}, top_p {s.top_p:g}, top_k {s.top_k})"
     examples = f"{batch_size} example{'s' * (batch_size != 1)}"
-    how = (f"{decoding}, through the engine instance this entry timed, {examples} at a time; exact match, then EOS "
-           "or the end of the answer's budget")
+    how = f"{examples} at a time" if scenario == "batch" else f"as a stream, {examples} in flight at a time"
+    how = (f"{decoding}, through {backend.answered_by()}, {how}; exact match, then EOS or the end of the answer's "
+           "budget")
     return pooled(scores), {"accuracy": {"evaluated": how, "tasks": [task_summary(s) for s in scores]}}
+
+
+def _batch_answers(backend, task: AccuracyTask, batch_size: int) -> Optional[List[Sequence[int]]]:
+    """Each example's generated ids, `batch_size` examples per static batch; None where the engine gives none."""
+    generated: List[Sequence[int]] = []
+    for _, batch in task.batches(batch_size):
+        ids = backend.run(batch).token_ids
+        if ids is None:
+            return None
+        generated.extend(ids)
+    return generated
+
+
+def _stream_answers(backend, task: AccuracyTask, concurrency: int) -> Optional[List[Sequence[int]]]:
+    """Each example's generated ids from one stream of them all; None where the engine (a server that sends text
+    only) gives none. A failed request fails the task: an unanswered example is not a wrong one."""
+    requests = sorted(backend.serve(task.stream(concurrency)).requests, key=lambda r: r.index)
+    failed = next((r for r in requests if not r.ok), None)
+    if failed is not None:
+        raise RuntimeError(f"example {failed.index + 1} of {task.name}: {failed.error}")
+    generated: List[Sequence[int]] = []
+    for request in requests:
+        if request.token_ids is None:
+            return None
+        generated.append(request.token_ids)
+    return generated
 
 
 def accuracy_cells(score: Optional[TaskScore]) -> Dict[str, Optional[float]]:

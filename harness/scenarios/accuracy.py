@@ -1,6 +1,7 @@
 """A task an entry answers for its accuracy (docs/measurement.md, "Accuracy"): its prompts as the model's token ids,
-each answer's ids, and what ends an answer. Read from a task file by workloads/tasks.py; answered through the loaded
-engine by harness/measure/quality.py (score_tasks)."""
+each answer's ids, and what ends an answer; as static batches in a batch sweep, as one stream in a stream sweep. Read
+from a task file by workloads/tasks.py; answered through the loaded engine by harness/measure/quality.py
+(score_tasks)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from typing import Sequence, Tuple
 
 from harness.scenarios.batch import GREEDY, BatchSpec, Sampling
+from harness.scenarios.stream import StreamSpec
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,9 @@ class AccuracyTask:
     stop_ids: Tuple[int, ...]  # the model's EOS ids: an answer ends at the first
     sampling: Sampling = GREEDY
     seeds: Tuple[int, ...] = ()  # one per example where sampled and seeded
+    # Each prompt as one user message, for a server that applies its own chat template (an openai entry's chat
+    # endpoint); the ids above are what every other engine is given.
+    messages: Tuple[Tuple[Tuple[str, str], ...], ...] = ()
 
     def __post_init__(self):
         assert len(self.prompts) == len(self.answers) > 0, "one answer per prompt, and at least one"
@@ -39,6 +44,13 @@ class AccuracyTask:
             answers = self.answers[start:start + batch_size]
             yield start, BatchSpec(self.prompts[start:start + batch_size], tuple(len(a) + 1 for a in answers),
                                    forced=False, sampling=self.sampling, seeds=self.seeds[start:start + batch_size])
+
+    def stream(self, concurrency: int) -> StreamSpec:
+        """Every example as one stream, in a stream sweep: all due at once, `concurrency` in flight (the rest wait at
+        the client), each answer's token ids asked for."""
+        requests = BatchSpec(self.prompts, tuple(len(a) + 1 for a in self.answers), forced=False,
+                             sampling=self.sampling, seeds=self.seeds, messages=self.messages)
+        return StreamSpec(requests, (0.0,) * len(self.prompts), max_concurrency=concurrency, answer_ids=True)
 
 
 def answered(generated: Sequence[int], answer: Sequence[int], stop_ids: Sequence[int]) -> bool:

@@ -51,13 +51,15 @@ class StreamSpec:
     conversation's); `max_concurrency` caps the requests in flight (None: no cap), the rest wait at the client with
     their clocks running. `turns`: the conversations, in a multi-turn stream; `drive` builds each later turn's prompt
     as its turn before ends (`prompt_ids`, `chat_messages` are what an engine sends). `release`: how `drive` waits
-    for each request's time (`stream.release`: harness/scenarios/release.py's POLICIES)."""
+    for each request's time (`stream.release`: harness/scenarios/release.py's POLICIES). `answer_ids`: the caller
+    reads each answer's token ids (accuracy scoring), so a server that can hand them back is asked to."""
 
     requests: BatchSpec
     arrivals_s: Tuple[float, ...]
     max_concurrency: Optional[int] = None
     turns: Optional[Turns] = None
     release: str = DEFAULT_POLICY
+    answer_ids: bool = False
     _built_ids: Dict[int, List[int]] = field(default_factory=dict, compare=False, repr=False)
     _built_messages: Dict[int, Tuple[Tuple[str, str], ...]] = field(default_factory=dict, compare=False, repr=False)
 
