@@ -11,6 +11,8 @@ from harness.files import writable_folder
 from harness.measure.columns.names import R
 from harness.measure.manifest import HARNESS_PACKAGES
 from plots import batch_charts, data, headline_chart, load, roofline_charts, style
+from plots.accuracy import charts as accuracy_charts
+from plots.accuracy.report import accuracy_lines
 from plots.charts import Chart, ChartContext, render_jobs
 from plots.data import fmt
 from plots.errors import PlotError
@@ -55,7 +57,7 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
         charts = render_jobs(ctx, headline_chart.chart_jobs(ctx) + batch_charts.chart_jobs(ctx)
                              + roofline_charts.chart_jobs(ctx)
                              + speculative_charts.chart_jobs(ctx) + quantization_charts.chart_jobs(ctx)
-                             + stream_charts.chart_jobs(ctx))
+                             + stream_charts.chart_jobs(ctx) + accuracy_charts.chart_jobs(ctx))
         path = out_dir / REPORT_NAME
         path.write_text(render_markdown(table, charts, sources, where, out_dir))
         write_html_report(table, sources, out_dir, palette, slo_tpot_ms)  # report.html: hover, filters, sorting
@@ -90,6 +92,7 @@ def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[
     lines += memory_lines(table)
     lines += stream_lines(data.of_scenario(table, STREAM))
     lines += spec_lines(table)
+    lines += accuracy_lines(table)
     lines += validity_lines(table)
     lines += dropped_lines(table)
     lines += chart_lines(charts, out_dir)

@@ -200,3 +200,77 @@ def test_the_speculative_report_warns_where_speculation_cost_answers(tmp_path, i
     warning = ("**Warning:** hf-draft3 answers 0.800 of the accuracy tasks, 0.100 below hf (-0.170 to -0.030): "
                "speculation changed what the model answers, which it must not.")
     assert (warning in report) == warned
+
+
+def test_the_report_sets_accuracy_against_throughput_and_marks_the_frontier(tmp_path):
+    """hf-int8 is faster than hf beyond both intervals and as accurate: hf is off the frontier. hf-int4 is faster
+    still but less accurate: on it. hf-noisy is slower than hf-int8 by less than their intervals: on it too."""
+    import pandas as pd
+
+    from harness.measure.writers import RESULT_COLUMNS
+    from plots.report import make_report
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    common = {"benchmark_name": "q", "model": "m", "dtype": "fp32", "hardware": "cpu", "num_devices": 1, "tp_size": 1,
+              "scenario": "batch", "workload": "random", "input_length": 16, "output_length": 16, "status": "ok",
+              "latency_ms_mean": 40.0, "ttft_ms_mean": 5.0, "tpot_ms_mean": 2.0, "accuracy_examples": 200}
+    entries = {"hf": (400, 390, 410, 0.9, 0.85, 0.94), "hf-int8": (600, 590, 610, 0.9, 0.85, 0.94),
+               "hf-int4": (900, 880, 920, 0.5, 0.43, 0.57), "hf-noisy": (585, 560, 595, 0.9, 0.85, 0.94)}
+    rows = [{**common, "backend": name, "batch_size": bs, "throughput_tokens_per_s": speed / bs ** 0.5,
+             "throughput_tokens_per_s_ci95_low": low / bs ** 0.5, "throughput_tokens_per_s_ci95_high": high / bs ** 0.5,
+             "accuracy": acc, "accuracy_ci95_low": acc_low, "accuracy_ci95_high": acc_high}
+            for name, (speed, low, high, acc, acc_low, acc_high) in entries.items() for bs in (4, 1)]
+    pd.DataFrame(rows, columns=RESULT_COLUMNS).to_csv(folder / "results.csv", index=False)
+    (folder / "manifest.json").write_text("{}")
+    report = make_report([folder], tmp_path / "plots").read_text()
+    assert "## Accuracy against throughput" in report
+    assert "| hf | 16 | 16 | 400 | bs 1 | 0.900 (0.850-0.940) | 200 | - | no |" in report
+    assert "| hf-int8 | 16 | 16 | 600 | bs 1 | 0.900 (0.850-0.940) | 200 | - | yes |" in report
+    assert "| hf-int4 | 16 | 16 | 900 | bs 1 | 0.500 (0.430-0.570) | 200 | - | yes |" in report
+    assert "| hf-noisy | 16 | 16 | 585 | bs 1 | 0.900 (0.850-0.940) | 200 | - | yes |" in report
+    assert (tmp_path / "plots" / "accuracy_batch.png").stat().st_size > 10_000
+
+
+def test_a_report_without_accuracy_has_no_such_section(tmp_path):
+    from plots.report import make_report
+
+    report = make_report([speculative_results(tmp_path / "run", (-0.2, 0.01))], tmp_path / "plots").read_text()
+    assert "## Accuracy against throughput" in report  # its rows have accuracy
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "run" / "results.csv")
+    table["accuracy"] = float("nan")
+    table.to_csv(tmp_path / "run" / "results.csv", index=False)
+    report = make_report([tmp_path / "run"], tmp_path / "plots2").read_text()
+    assert "## Accuracy against throughput" not in report and not (tmp_path / "plots2" / "accuracy_batch.png").exists()
+
+
+def test_accuracy_csv_holds_each_entry_and_task_as_the_manifest_says(tmp_path):
+    """accuracy.csv is rewritten from the manifest each time it is: an entry that failed to score has no row, and
+    one that answered again on resume has its latest scores only."""
+    import csv
+
+    from harness.measure.quality import task_summary
+    from harness.measure.writers import ResultsDir
+
+    out = ResultsDir(tmp_path)
+    out.open(resume=False)
+
+    def manifest(correct: int) -> dict:
+        tasks = [task_summary(TaskScore("reverse", 50, correct)), task_summary(TaskScore("sort", 40, 40))]
+        return {"config": {}, "backends": [
+            {"label": "hf", "runtime": {"accuracy": {"evaluated": "greedy, through ...", "tasks": tasks}}},
+            {"label": "vllm", "runtime": {"accuracy": "failed: RuntimeError: engine died"}},
+            {"label": "plain", "runtime": {}}]}
+
+    out.write_manifest({"config": {}, "backends": []})
+    assert not (tmp_path / "accuracy.csv").exists()
+    out.write_manifest(manifest(10))
+    out.write_manifest(manifest(20))
+    rows = list(csv.DictReader(open(tmp_path / "accuracy.csv")))
+    assert [(r["backend"], r["task"], r["examples"], r["correct"], r["accuracy"]) for r in rows] == [
+        ("hf", "reverse", "50", "20", "0.4"), ("hf", "sort", "40", "40", "1")]
+    low, high = wilson(20, 50)
+    assert (float(rows[0]["ci95_low"]), float(rows[0]["ci95_high"])) == pytest.approx((low, high), rel=1e-5)
+    assert rows[0]["metric"] == "exact_match" and rows[0]["evaluated"] == "greedy, through ..."

@@ -127,6 +127,13 @@ def test_a_stream_sweep_scores_through_the_server_it_timed_and_agrees_with_hf(sw
         "stream, 50 examples in flight at a time; exact match, then EOS or the end of the answer's budget")
     assert runtime["hf-continuous"]["accuracy"]["evaluated"].startswith(
         "greedy, through the engine instance this entry timed, as a stream, 50 examples")
+    scores = {r["backend"]: r for r in rows(out / "accuracy.csv")}  # the file of its own, one row per entry and task
+    assert set(scores) == {"hf-continuous", "vllm-serve"}
+    for label, score in scores.items():
+        (task,) = runtime[label]["accuracy"]["tasks"]
+        assert (score["task"], int(score["correct"]), score["evaluated"]) == (
+            "test", task["correct"], runtime[label]["accuracy"]["evaluated"])
+        assert float(score["accuracy"]) == float(results[label]["accuracy"])
 
 
 @pytest.mark.engine

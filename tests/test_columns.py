@@ -135,6 +135,7 @@ def test_the_writers_headers_are_the_declarations():
     assert writers.RESULT_COLUMNS == list(columns.FILES["results.csv"])
     assert writers.SAMPLE_COLUMNS == list(columns.FILES["samples.csv"])
     assert writers.REQUEST_COLUMNS == list(columns.FILES["requests.csv"])
+    assert writers.ACCURACY_COLUMNS == list(columns.FILES["accuracy.csv"])
     assert writers.SERVER_SERIES_COLUMNS == ["t_s", *SERVER_SERIES]
 
 
@@ -179,7 +180,7 @@ def test_reference_page_is_current():
 # --- The names module the plots import (harness/measure/columns/names.py) ----------------------------------------
 
 NAMESPACES = {"results.csv": names.R, "samples.csv": names.S, "requests.csv": names.Q,
-              "server_metrics/*.csv": names.M}
+              "server_metrics/*.csv": names.M, "accuracy.csv": names.A}
 
 
 def names_mismatch(space: type, declared: list) -> list:

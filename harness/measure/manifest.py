@@ -198,3 +198,15 @@ def stream_release(config: dict) -> Optional[Dict[str, str]]:
     if config.get("scenario") != "stream":
         return None
     return release_record((config.get("stream") or {}).get("release", DEFAULT_RELEASE))
+
+
+def accuracy_rows(manifest: dict) -> List[Dict[str, object]]:
+    """accuracy.csv's rows: each entry's tasks as its `runtime.accuracy` gives them, with how it answered
+    (docs/measurement.md, "Accuracy"); none for an entry not scored, or whose scoring failed (the manifest says why)."""
+    rows: List[Dict[str, object]] = []
+    for entry in manifest.get("backends") or ():
+        said = (entry.get("runtime") or {}).get("accuracy")
+        if isinstance(said, dict):
+            rows += [{"backend": entry.get("label"), **task, "evaluated": said.get("evaluated")}
+                     for task in said.get("tasks", ())]
+    return rows

@@ -1,5 +1,5 @@
 """The results folder: results.csv (one row per point), samples.csv (one per timed batch), requests.csv (one
-per timed request of a stream), manifest.json.
+per timed request of a stream), manifest.json, accuracy.csv (one per entry and accuracy task).
 
 Each row is one durable write (one write of the whole line, then fsync) as its point finishes, so a crash or
 `kill -9` loses at most the point in flight and leaves at most one partial last line; `--resume` sets that line
@@ -23,7 +23,8 @@ from harness.files import MAX_NAME_CHARS, decode_utf8, read_file, writable_folde
 from harness.measure.columns.base import ROW_KEYS
 from harness.measure.columns.readback import ReadBack, once_per_point, read_back
 from harness.measure.columns.results import RESULTS
-from harness.measure.columns.rows import REQUESTS, SAMPLES, SERVER_METRICS
+from harness.measure.columns.rows import ACCURACY_TASKS, REQUESTS, SAMPLES, SERVER_METRICS
+from harness.measure.manifest import accuracy_rows
 from harness.measure.metrics import request_figures
 from harness.measure.records import PointKey, PointResult, point_key
 from harness.plan.points import SweepPoint
@@ -37,6 +38,7 @@ PROFILES_DIR = "profiles"  # one gzipped Chrome trace per point of an entry with
 RESULT_COLUMNS = list(RESULTS)
 SAMPLE_COLUMNS = list(SAMPLES)
 REQUEST_COLUMNS = list(REQUESTS)
+ACCURACY_COLUMNS = list(ACCURACY_TASKS)
 SERVER_SERIES_COLUMNS = list(SERVER_METRICS)  # the scrape time from the stream's start, then one column per series
 
 
@@ -187,9 +189,12 @@ class ResultsDir:
                 (self.requests_csv, REQUEST_COLUMNS))
 
     def write_manifest(self, manifest: dict) -> None:
+        """manifest.json, and accuracy.csv from it where entries answered tasks; each replaced whole."""
         tmp = self.manifest_json.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         os.replace(tmp, self.manifest_json)
+        if scores := accuracy_rows(manifest):
+            _rewrite(self.path / "accuracy.csv", ACCURACY_COLUMNS, scores)
 
     def write_config(self, config: dict) -> Path:
         """The resolved config (every default and override in place) as config.yaml: what `reproduce` reruns."""

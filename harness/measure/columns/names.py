@@ -8,6 +8,7 @@ One namespace per file:
 - `S`: samples.csv (SAMPLES)
 - `Q`: requests.csv (REQUESTS)
 - `M`: server_metrics/*.csv (SERVER_METRICS)
+- `A`: accuracy.csv (ACCURACY_TASKS)
 - `Leading`: the context and point columns every file but the server metrics begins with (base.leading); `R`, `S`
   and `Q` inherit them, so `Q.backend` is requests.csv's `backend`.
 
@@ -244,6 +245,18 @@ class Q(Leading):
     conversation = "conversation"
     turn = "turn"
     context_tokens = "context_tokens"
+
+
+class A:
+    backend = "backend"
+    task = "task"
+    metric = "metric"
+    examples = "examples"
+    correct = "correct"
+    accuracy = "accuracy"
+    ci95_low = "ci95_low"
+    ci95_high = "ci95_high"
+    evaluated = "evaluated"
 
 
 class M:

@@ -8,13 +8,14 @@ from typing import Dict, List
 from harness.markdown import cell
 from harness.measure.columns.base import Column
 from harness.measure.columns.results import RESULTS
-from harness.measure.columns.rows import REQUESTS, SAMPLES, SERVER_METRICS
+from harness.measure.columns.rows import ACCURACY_TASKS, REQUESTS, SAMPLES, SERVER_METRICS
 
 FILES: Dict[str, Dict[str, Column]] = {
     "results.csv": RESULTS,
     "samples.csv": SAMPLES,
     "requests.csv": REQUESTS,
     "server_metrics/*.csv": SERVER_METRICS,
+    "accuracy.csv": ACCURACY_TASKS,
 }
 
 
@@ -29,6 +30,9 @@ FILE_INTROS = {
                     "from the stream's start.",
     "server_metrics/*.csv": "One file per stream point of an entry that scrapes its server's Prometheus endpoint "
                             "(named in that point's `server_metrics_file`), one row per scrape.",
+    "accuracy.csv": "One row per entry and `accuracy.tasks` task, as the manifest's `runtime.accuracy` gives it "
+                    "(rewritten with the manifest; an entry that loads again on resume answers again). Only with "
+                    "`accuracy.tasks`.",
 }
 
 

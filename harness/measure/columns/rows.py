@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.measure.columns.base import (
-    COUNT, Column, INDEX, JOULES, MS, MULTI_TURN, PER_BATCH, PREFIXES, ROOFLINE, S, SHARE, STREAMS, TEXT, TOKENS,
+    ACCURACY, COUNT, Column, INDEX, JOULES, MS, MULTI_TURN, PER_BATCH, PREFIXES, ROOFLINE, S, SHARE, STREAMS, TEXT, TOKENS,
     draft_counters, keyed, leading,
 )
 
@@ -86,4 +86,20 @@ SERVER_METRICS = keyed([
            "vLLM servers"),
     Column("prefix_cache_queries", TOKENS, f"vLLM's cumulative prefix-cache queries, in tokens. {STREAMS}",
            "vLLM servers"),
+])
+
+# --- accuracy.csv: one row per entry and accuracy task ----------------------------------------------------------
+
+ACCURACY_TASKS = keyed([
+    Column("backend", TEXT, "The entry's label, as in results.csv.", "all", required=True),
+    Column("task", TEXT, f"The task, named by its file's stem. {ACCURACY}", "all", required=True),
+    Column("metric", TEXT, "How an answer counts: `exact_match`, its tokens then EOS or the end of its budget. "
+           f"{ACCURACY}", "all", words=("exact_match",)),
+    Column("examples", COUNT, f"Examples the entry answered. {ACCURACY}", "all"),
+    Column("correct", COUNT, f"Examples answered exactly. {ACCURACY}", "all"),
+    Column("accuracy", SHARE, f"correct / examples. {ACCURACY}", "all"),
+    Column("ci95_low", SHARE, f"Low end of `accuracy`'s 95% Wilson interval. {ACCURACY}", "all"),
+    Column("ci95_high", SHARE, f"High end of `accuracy`'s 95% Wilson interval. {ACCURACY}", "all"),
+    Column("evaluated", TEXT, "How the entry answered: decoding, through which engine instance or server, how many "
+           f"at a time. {ACCURACY}", "all"),
 ])

@@ -1,0 +1,1 @@
+"""Task accuracy against throughput: report.md's table and the chart (docs/measurement.md, "Accuracy")."""
