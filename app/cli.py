@@ -8,7 +8,6 @@ with every finished point kept.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import sys
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Set, Tuple
 
+from app.accuracy import with_accuracy
 from app.console import console, print_plan
 from app.remote import RESULTS_ROOT, collect, collect_slurm, launch_remote, launch_slurm
 from app.plan_output import FORMATS, print_dry_run_floors, show_plan
@@ -36,14 +36,12 @@ from harness.measure.writers import ResultsDir
 from harness.model.drafts import check_drafts
 from harness.model.hardware import Machine, planning_for
 from harness.model.spec import ModelSpec, resolve_models
-from harness.plan.entry import EntryPlan
 from harness.plan.forecast import calibrate
 from harness.plan.sweep import plan_sweep
 from harness.run.cluster import open_control
 from harness.run.worker import quiet_import_noise
 from workloads.base import Workload
 from workloads.registry import WORKLOADS, build_workload
-from workloads.tasks import load_tasks
 
 SCHEDULER_NODES = 4096  # room for any entry until each template's job is checked against its own nodes
 AGENT_JOIN_TIMEOUT_S = 600.0
@@ -317,17 +315,6 @@ def models_of(config: SweepConfig) -> List[Tuple[ModelSpec, Workload]]:
         check_drafts(config, model)
         pairs.append((model, build_workload(config, model)))
     return pairs
-
-
-def with_accuracy(plans: List[EntryPlan], config: SweepConfig, model: ModelSpec) -> List[EntryPlan]:
-    """The model's accuracy tasks, read once (a bad line stops the sweep here), handed to each of its entries; an
-    entry that runs one sequence at a time (hf's assisted generation) answers them one at a time."""
-    tasks, wanted = load_tasks(config.accuracy, model), config.accuracy.batch_size
-    for plan in plans:
-        batched = dataclasses.replace(plan.points[0].point, batch_size=wanted)
-        plan.accuracy_tasks = tasks
-        plan.accuracy_batch_size = 1 if plan.backend_cls.point_unsupported(plan.options, batched) else wanted
-    return plans
 
 
 def planned_machine_of(config: SweepConfig) -> Optional[Machine]:

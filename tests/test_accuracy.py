@@ -122,6 +122,27 @@ def test_a_task_file_that_is_not_utf8_is_refused(tmp_path, capsys):
                                                       "inf"),
     ("'{task}'", ", sampling: {seed: -1}", "accuracy.sampling.seed: must be an integer in [0, 9223372036854775807], "
                                            "got -1"),
+    ("'{task}'", ", lm_eval_tasks: ['']", "accuracy.lm_eval_tasks[0]: is empty; give an lm-evaluation-harness task "
+                                          "name"),
+    ("'{task}'", ", lm_eval_tasks: [gsm8k], lm_eval_include: nowhere", "accuracy.lm_eval_include: no such folder "
+                                                                       "'nowhere' (a folder of lm-eval task YAMLs)"),
+    ("'{task}'", ", lm_eval_tasks: [gsm8k], lm_eval_include: '{task}'", "accuracy.lm_eval_include: no such folder "
+                                                                        "'{task}' (a folder of lm-eval task YAMLs)"),
+    ("'{task}'", ", lm_eval_include: '{folder}'", "accuracy.lm_eval_include: names a task folder, but lm_eval_tasks "
+                                                  "names no task to run"),
+    ("'{task}'", ", num_fewshot: 5", "accuracy.num_fewshot: applies to lm_eval_tasks, and none is named"),
+    ("'{task}'", ", lm_eval_tasks: [gsm8k], num_fewshot: -1", "accuracy.num_fewshot: must be an integer in [0, 1000], "
+                                                              "got -1"),
+    ("'{task}'", ", lm_eval_tasks: [gsm8k], num_fewshot: .nan", "accuracy.num_fewshot: expected an integer, got nan"),
+    ("'{task}'", ", lm_eval_tasks: gsm8k", "accuracy.lm_eval_tasks: expected a list, got 'gsm8k'"),
+    ("'{task}'", ", lm_eval_tasks: [gsm8k], template: llama-3", "accuracy.template: 'llama-3' with lm_eval_tasks; "
+                                                                "lm-eval applies the tokenizer's own chat template "
+                                                                "(chat) or none"),
+    ("'{task}'", ", lm_eval_tasks: [gsm8k]", "accuracy.lm_eval_tasks: lm-eval scores through a server, and no entry "
+                                             "of this sweep runs one (an openai entry in a stream sweep)"),
+    ("'{task}'", ", lm_eval_tasks: [gsm8kk], lm_eval_include: '{folder}'",
+     "accuracy.lm_eval_tasks[0]: 'gsm8kk' is not an lm-evaluation-harness task or group; did you mean 'gsm8k'? "
+     "(`lm_eval ls tasks` lists them; a task of your own goes in accuracy.lm_eval_include)"),
 ])
 def test_a_bad_section_is_one_line(tmp_path, capsys, tasks, extra, says):
     (tmp_path / "folder").mkdir()
@@ -129,7 +150,19 @@ def test_a_bad_section_is_one_line(tmp_path, capsys, tasks, extra, says):
     task, again = write_task(tmp_path / "digits.jsonl", EXAMPLES), write_task(tmp_path / "other" / "digits.jsonl",
                                                                               EXAMPLES)
     names = dict(folder=tmp_path / "folder", task=task, again=again)
+    extra = extra.replace("{task}", str(task)).replace("{folder}", str(names["folder"]))  # its other braces are YAML
     assert refused(tmp_path, capsys, tasks.format(**names), extra) == says.format(**names)
+
+
+def test_lm_eval_tasks_need_lm_eval_installed(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "lm_eval" else real(name, *a))
+    task = write_task(tmp_path / "digits.jsonl", EXAMPLES)
+    assert refused(tmp_path, capsys, str(task), NONE + ", lm_eval_tasks: [gsm8k]") == (
+        "accuracy.lm_eval_tasks: lm-evaluation-harness is not installed here; pip install -r requirements-eval.txt "
+        "(or drop the key)")
 
 
 @pytest.mark.parametrize("section, says", [
@@ -269,7 +302,7 @@ def test_accuracy_csv_holds_each_entry_and_task_as_the_manifest_says(tmp_path):
     out.write_manifest(manifest(10))
     out.write_manifest(manifest(20))
     rows = list(csv.DictReader(open(tmp_path / "accuracy.csv")))
-    assert [(r["backend"], r["task"], r["examples"], r["correct"], r["accuracy"]) for r in rows] == [
+    assert [(r["backend"], r["task"], r["examples"], r["correct"], r["value"]) for r in rows] == [
         ("hf", "reverse", "50", "20", "0.4"), ("hf", "sort", "40", "40", "1")]
     low, high = wilson(20, 50)
     assert (float(rows[0]["ci95_low"]), float(rows[0]["ci95_high"])) == pytest.approx((low, high), rel=1e-5)

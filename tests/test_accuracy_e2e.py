@@ -71,6 +71,8 @@ def served(trained, tmp_path_factory):
     as a stream through what it timed."""
     folder, _ = trained
     tmp = tmp_path_factory.mktemp("accuracy-served")
+    (tmp / "lm_eval_tasks").mkdir()  # the same held-out split as a task of lm-eval's, over the local file
+    (tmp / "lm_eval_tasks" / "digits.yaml").write_text(LM_EVAL_TASK.format(data=folder / "task" / "test.jsonl"))
     yaml = tmp / "sweep.yaml"
     yaml.write_text(f"""
 benchmark_name: accuracy-served-e2e
@@ -82,11 +84,54 @@ backends:
 input_lengths: [8]
 output_lengths: [4]
 stream: {{request_rates: [8], num_requests: 8}}
-accuracy: {{tasks: ['{folder}/task/test.jsonl'], limit: {LIMIT}, batch_size: 50}}
+accuracy: {{tasks: ['{folder}/task/test.jsonl'], limit: {LIMIT}, batch_size: 50, lm_eval_tasks: [digits_lm_eval],
+           lm_eval_include: '{tmp / "lm_eval_tasks"}'}}
 """)
     proc = run_benchmark(yaml, "--output-dir", tmp / "out", "--no-plots")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return {r["backend"]: r for r in rows(tmp / "out" / "results.csv")}, tmp / "out"
+
+
+# An lm-evaluation-harness task of one's own: the task file as lm-eval's JSON dataset, the answer compared as text.
+LM_EVAL_TASK = """task: digits_lm_eval
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: '{data}'
+test_split: test
+output_type: generate_until
+doc_to_text: '{{{{prompt}}}}'
+doc_to_target: '{{{{answer}}}}'
+generation_kwargs:
+  max_gen_toks: 16
+  do_sample: false
+  temperature: 0
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+"""
+
+
+@pytest.mark.engine
+def test_lm_eval_scores_the_same_task_through_the_server_and_agrees(served):
+    """lm-eval's own local-completions model and exact match, through the server the entry timed: its score of the
+    same 100 examples lies in the harness's interval, its results JSON is in the manifest, accuracy.csv has its row;
+    an engine without a server says it was not scored by lm-eval."""
+    results, out = served
+    runtime = {b["label"]: b["runtime"] for b in json.loads((out / "manifest.json").read_text())["backends"]}
+    said = runtime["vllm-serve"]["lm_eval"]
+    assert isinstance(said, dict), said
+    assert said["evaluated"].startswith("lm-evaluation-harness 0.4.13 (its local-completions model) through the "
+                                        f"server this entry timed ({runtime['vllm-serve']['base_url']}/v1/completions)")
+    (row,) = said["tasks"]
+    assert (row["task"], row["metric"], row["examples"]) == ("digits_lm_eval", "exact_match,none", LIMIT)
+    ours = results["vllm-serve"]
+    assert float(ours["accuracy_ci95_low"]) <= row["value"] <= float(ours["accuracy_ci95_high"])
+    assert said["results"]["results"]["digits_lm_eval"]["exact_match,none"] == row["value"]
+    assert runtime["hf-continuous"]["lm_eval"].startswith("not run: lm-evaluation-harness scores through a server")
+    scores = [r for r in rows(out / "accuracy.csv") if r["task"] == "digits_lm_eval"]
+    assert [(r["backend"], float(r["value"])) for r in scores] == [("vllm-serve", row["value"])]
 
 
 @pytest.mark.engine
@@ -127,13 +172,13 @@ def test_a_stream_sweep_scores_through_the_server_it_timed_and_agrees_with_hf(sw
         "stream, 50 examples in flight at a time; exact match, then EOS or the end of the answer's budget")
     assert runtime["hf-continuous"]["accuracy"]["evaluated"].startswith(
         "greedy, through the engine instance this entry timed, as a stream, 50 examples")
-    scores = {r["backend"]: r for r in rows(out / "accuracy.csv")}  # the file of its own, one row per entry and task
+    scores = {r["backend"]: r for r in rows(out / "accuracy.csv") if r["task"] == "test"}  # a row per entry and task
     assert set(scores) == {"hf-continuous", "vllm-serve"}
     for label, score in scores.items():
         (task,) = runtime[label]["accuracy"]["tasks"]
         assert (score["task"], int(score["correct"]), score["evaluated"]) == (
             "test", task["correct"], runtime[label]["accuracy"]["evaluated"])
-        assert float(score["accuracy"]) == float(results[label]["accuracy"])
+        assert float(score["value"]) == float(results[label]["accuracy"])
 
 
 @pytest.mark.engine

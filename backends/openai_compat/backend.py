@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from backends.base import Backend, Placement
-from backends.openai_compat import server_metrics
+from backends.openai_compat import lm_eval, server_metrics
 from backends.openai_compat.client import ENDPOINTS, CompletionsClient
 from backends.openai_compat.command import arg_values, fill
 from backends.openai_compat.options import OpenAIOptions, server_root, starts_vllm
@@ -40,6 +40,7 @@ from harness.model.checkpoint import copy_tokenizer_files, write_random_checkpoi
 from harness.model.memory import MemoryEstimate
 from harness.model.tokenizer import load_tokenizer, tokenizer_source
 from harness.run.process_group import free_port
+from harness.scenarios.accuracy import LmEvalTasks
 from harness.scenarios.stream import StreamSpec, StreamTiming, paused_gc
 
 POLL_S = 0.25
@@ -68,6 +69,7 @@ class OpenAIBackend(Backend[OpenAIOptions]):
     engine_modules = ("aiohttp",)
     uses_hf_config = False
     scenarios = ("stream",)
+    serves_lm_eval = True  # lm-eval's local-completions model reaches the server (score_lm_eval)
 
     @classmethod
     def unsupported(cls, options: OpenAIOptions, scenario: str, model) -> Optional[str]:
@@ -293,6 +295,13 @@ class OpenAIBackend(Backend[OpenAIOptions]):
 
     def answered_by(self) -> str:
         return f"the server this entry timed ({self.client.url})"
+
+    def score_lm_eval(self, tasks: LmEvalTasks) -> Dict[str, object]:
+        """lm-eval's local-completions model at this server's /v1/completions (backends/openai_compat/lm_eval.py)."""
+        self._check_still_up()
+        self.prefix_cache.clean = False
+        return {"lm_eval": lm_eval.evaluate(self.base_url + ENDPOINTS["completions"], self.served_model, tasks,
+                                            self._auth_headers())}
 
     def runtime_info(self) -> Dict[str, object]:
         """Where the requests went and what answered; the architecture is the server's (not visible from here)."""

@@ -4,6 +4,7 @@ harness/measure/quality.py's."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +33,25 @@ class AccuracyConfig:
                                    "`sampling` takes it; greedy by default. Sampled, each example has its own seed "
                                    "from sampling.seed, so a sampled score repeats where the engine allows.")
 
+    lm_eval_tasks: List[str] = opt(
+        factory=list, help="lm-evaluation-harness task names (gsm8k, mmlu, ...; needs requirements-eval.txt), scored "
+        "by lm-eval itself through each openai entry's server (its local-completions model at the server's "
+        "/v1/completions); their datasets must be downloadable here or in the datasets cache. Other entries are "
+        "not scored by it (the manifest says so).")
+    lm_eval_include: Optional[str] = opt(None, help="A folder of lm-eval task YAMLs (lm-eval's --include_path): "
+                                         "tasks of your own, over local files, named in lm_eval_tasks.")
+    num_fewshot: Optional[int] = opt(None, ge=0, le=1000, help="lm-eval's few-shot examples per task (default: each "
+                                     "task's own).")
+
     def resolve_paths(self, config_dir: Path) -> None:
         """A relative task path is looked for beside the YAML first, then from the working directory."""
-        self.tasks = [os.path.relpath(config_dir / t) if t.strip() and not Path(t).is_absolute()
-                      and (config_dir / t).exists() else t for t in self.tasks]
+        self.tasks = [_beside(config_dir, t) for t in self.tasks]
+        self.lm_eval_include = None if self.lm_eval_include is None else _beside(config_dir, self.lm_eval_include)
+
+
+def _beside(config_dir: Path, path: str) -> str:
+    return os.path.relpath(config_dir / path) if path.strip() and not Path(path).is_absolute() \
+        and (config_dir / path).exists() else path
 
 
 def validate_accuracy(accuracy: AccuracyConfig) -> None:
@@ -47,8 +63,32 @@ def validate_accuracy(accuracy: AccuracyConfig) -> None:
             raise UserError(f"accuracy.tasks[{i}]: {path!r} is a folder; give a task file (JSON lines)")
         if not os.path.isfile(path):
             raise UserError(f"accuracy.tasks[{i}]: no such file {path!r}")
+    _validate_lm_eval(accuracy)
     names = [Path(p).stem for p in accuracy.tasks]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise UserError(f"accuracy.tasks: two files are both named {repeated[0]!r} (a task is named by its file's "
                         "stem in results); rename one")
+
+
+def _validate_lm_eval(accuracy: AccuracyConfig) -> None:
+    """The names' shape, the include folder, lm-eval installed, a template it can apply; the names themselves are
+    checked against lm-eval's task list when the plan is made (importing it takes seconds)."""
+    for i, name in enumerate(accuracy.lm_eval_tasks):
+        if not name.strip():
+            raise UserError(f"accuracy.lm_eval_tasks[{i}]: is empty; give an lm-evaluation-harness task name")
+    include = accuracy.lm_eval_include
+    if include is not None and not os.path.isdir(include):
+        raise UserError(f"accuracy.lm_eval_include: no such folder {include!r} (a folder of lm-eval task YAMLs)")
+    if include is not None and not accuracy.lm_eval_tasks:
+        raise UserError("accuracy.lm_eval_include: names a task folder, but lm_eval_tasks names no task to run")
+    if accuracy.num_fewshot is not None and not accuracy.lm_eval_tasks:
+        raise UserError("accuracy.num_fewshot: applies to lm_eval_tasks, and none is named")
+    if not accuracy.lm_eval_tasks:
+        return
+    if importlib.util.find_spec("lm_eval") is None:
+        raise UserError("accuracy.lm_eval_tasks: lm-evaluation-harness is not installed here; pip install -r "
+                        "requirements-eval.txt (or drop the key)")
+    if accuracy.template not in ("chat", "none"):
+        raise UserError(f"accuracy.template: {accuracy.template!r} with lm_eval_tasks; lm-eval applies the "
+                        "tokenizer's own chat template (chat) or none")

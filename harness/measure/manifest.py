@@ -200,13 +200,18 @@ def stream_release(config: dict) -> Optional[Dict[str, str]]:
     return release_record((config.get("stream") or {}).get("release", DEFAULT_RELEASE))
 
 
+RENAMED = {"accuracy": "value"}  # accuracy.csv's column for any metric's value: lm-eval's are not all accuracies
+
+
 def accuracy_rows(manifest: dict) -> List[Dict[str, object]]:
-    """accuracy.csv's rows: each entry's tasks as its `runtime.accuracy` gives them, with how it answered
-    (docs/measurement.md, "Accuracy"); none for an entry not scored, or whose scoring failed (the manifest says why)."""
+    """accuracy.csv's rows: each entry's tasks as its `runtime.accuracy` (the harness's scoring) and `runtime.lm_eval`
+    (lm-eval's) give them, with how it answered (docs/measurement.md, "Accuracy"); none for an entry not scored, or
+    whose scoring failed (the manifest says why)."""
     rows: List[Dict[str, object]] = []
     for entry in manifest.get("backends") or ():
-        said = (entry.get("runtime") or {}).get("accuracy")
-        if isinstance(said, dict):
-            rows += [{"backend": entry.get("label"), **task, "evaluated": said.get("evaluated")}
-                     for task in said.get("tasks", ())]
+        runtime = entry.get("runtime") or {}
+        for said in (runtime.get("accuracy"), runtime.get("lm_eval")):
+            if isinstance(said, dict):
+                rows += [{"backend": entry.get("label"), **{RENAMED.get(k, k): v for k, v in task.items()},
+                          "evaluated": said.get("evaluated")} for task in said.get("tasks", ())]
     return rows

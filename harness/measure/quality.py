@@ -173,11 +173,22 @@ def compare(reference: LogitsProbe, other: LogitsProbe) -> Tuple[Optional[float]
 
 
 def score_entry(backend, plan: EntryPlan) -> Tuple[Optional[float], Optional[TaskScore], Dict[str, object]]:
-    """quality.text's perplexity and accuracy.tasks' answers, once per entry after its load, untimed; and what the
-    manifest says of both."""
+    """quality.text's perplexity, accuracy.tasks' answers and accuracy.lm_eval_tasks' scores, once per entry after
+    its load, untimed; and what the manifest says of each."""
     perplexity, scored = score_text(backend, plan)
     accuracy, answered = score_tasks(backend, plan.accuracy_tasks, plan.accuracy_batch_size, plan.shape.scenario)
-    return perplexity, accuracy, {**scored, **answered}
+    return perplexity, accuracy, {**scored, **answered, **score_lm_eval(backend, plan)}
+
+
+def score_lm_eval(backend, plan: EntryPlan) -> Dict[str, object]:
+    """lm-eval's scores through the entry's server (`Backend.score_lm_eval`); a failure is said in the manifest and
+    costs the entry none of its points."""
+    if plan.lm_eval is None:
+        return {}
+    try:
+        return backend.score_lm_eval(plan.lm_eval)
+    except Exception as e:  # lm-eval's or the server's error, whatever its type
+        return {"lm_eval": f"failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}
 
 
 def score_text(backend, plan: EntryPlan) -> Tuple[Optional[float], Dict[str, object]]:

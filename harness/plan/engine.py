@@ -97,6 +97,7 @@ class EngineClass(Protocol):
     uses_hf_config: bool
     harness_random_weights: bool
     runs_the_model: bool
+    serves_lm_eval: bool
 
     def worker_imports(self) -> Tuple[str, ...]: ...
 

@@ -10,7 +10,7 @@ from harness.config.engine import BackendOptions
 from harness.model.spec import ModelSpec
 from harness.plan.engine import EngineClass, Placement, PointWorkload
 from harness.plan.points import PlannedPoint, SweepShape
-from harness.scenarios.accuracy import AccuracyTask
+from harness.scenarios.accuracy import AccuracyTask, LmEvalTasks
 
 
 def sweep_shape(points: List[PlannedPoint], workload: PointWorkload) -> SweepShape:
@@ -43,6 +43,7 @@ class EntryPlan:
     # accuracy.tasks, read for this entry's model: answered once after loading, through the loaded engine.
     accuracy_tasks: Tuple[AccuracyTask, ...] = ()
     accuracy_batch_size: int = 1
+    lm_eval: Optional[LmEvalTasks] = None  # accuracy.lm_eval_tasks: scored by lm-eval through the entry's server
 
     @property
     def shape(self) -> SweepShape:

@@ -6,7 +6,7 @@ from a task file by workloads/tasks.py; answered through the loaded engine by ha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from harness.scenarios.batch import GREEDY, BatchSpec, Sampling
 from harness.scenarios.stream import StreamSpec
@@ -51,6 +51,20 @@ class AccuracyTask:
         requests = BatchSpec(self.prompts, tuple(len(a) + 1 for a in self.answers), forced=False,
                              sampling=self.sampling, seeds=self.seeds, messages=self.messages)
         return StreamSpec(requests, (0.0,) * len(self.prompts), max_concurrency=concurrency, answer_ids=True)
+
+
+@dataclass(frozen=True)
+class LmEvalTasks:
+    """`accuracy.lm_eval_tasks` as an entry runs them: lm-evaluation-harness itself sends each task's prompts through
+    the entry's server and scores the answers by its own metrics (docs/measurement.md, "Accuracy")."""
+
+    names: Tuple[str, ...]
+    include_path: Optional[str]  # a folder of task YAMLs of the user's own
+    num_fewshot: Optional[int]  # None: each task's own
+    limit: Optional[int]  # each task's first examples (None: all)
+    concurrency: int  # requests in flight (lm-eval's num_concurrent)
+    chat_template: bool  # the tokenizer's own chat template applied to every prompt
+    tokenizer: str  # the model's tokenizer (a folder or hub id), which lm-eval counts and templates with
 
 
 def answered(generated: Sequence[int], answer: Sequence[int], stop_ids: Sequence[int]) -> bool:

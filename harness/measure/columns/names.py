@@ -253,9 +253,10 @@ class A:
     metric = "metric"
     examples = "examples"
     correct = "correct"
-    accuracy = "accuracy"
+    value = "value"
     ci95_low = "ci95_low"
     ci95_high = "ci95_high"
+    stderr = "stderr"
     evaluated = "evaluated"
 
 

@@ -1,10 +1,10 @@
-"""The columns of the files with a row per timed batch, per request and per server scrape."""
+"""The columns of the files with a row per timed batch, per request, per server scrape and per accuracy task."""
 
 from __future__ import annotations
 
 from harness.measure.columns.base import (
-    ACCURACY, COUNT, Column, INDEX, JOULES, MS, MULTI_TURN, PER_BATCH, PREFIXES, ROOFLINE, S, SHARE, STREAMS, TEXT, TOKENS,
-    draft_counters, keyed, leading,
+    ACCURACY, COUNT, Column, INDEX, JOULES, MS, MULTI_TURN, PER_BATCH, PREFIXES, RATIO, ROOFLINE, S, SHARE, STREAMS,
+    TEXT, TOKENS, draft_counters, keyed, leading,
 )
 
 
@@ -92,14 +92,17 @@ SERVER_METRICS = keyed([
 
 ACCURACY_TASKS = keyed([
     Column("backend", TEXT, "The entry's label, as in results.csv.", "all", required=True),
-    Column("task", TEXT, f"The task, named by its file's stem. {ACCURACY}", "all", required=True),
-    Column("metric", TEXT, "How an answer counts: `exact_match`, its tokens then EOS or the end of its budget. "
-           f"{ACCURACY}", "all", words=("exact_match",)),
+    Column("task", TEXT, f"The task: a task file's stem, or an lm-evaluation-harness task. {ACCURACY}", "all",
+           required=True),
+    Column("metric", TEXT, "`exact_match` for a task file (its tokens, then EOS or the end of its budget); "
+           f"lm-eval's metric and filter for its tasks (`exact_match,strict-match`). {ACCURACY}", "all"),
     Column("examples", COUNT, f"Examples the entry answered. {ACCURACY}", "all"),
-    Column("correct", COUNT, f"Examples answered exactly. {ACCURACY}", "all"),
-    Column("accuracy", SHARE, f"correct / examples. {ACCURACY}", "all"),
-    Column("ci95_low", SHARE, f"Low end of `accuracy`'s 95% Wilson interval. {ACCURACY}", "all"),
-    Column("ci95_high", SHARE, f"High end of `accuracy`'s 95% Wilson interval. {ACCURACY}", "all"),
+    Column("correct", COUNT, f"Examples answered exactly. {ACCURACY}", "task files"),
+    Column("value", RATIO, "The metric's value: for a task file the share answered exactly; for lm-eval's, as the "
+           f"task defines it (most are shares 0-1). {ACCURACY}", "all", signed=True, beyond_one=True),
+    Column("ci95_low", SHARE, f"Low end of the share's 95% Wilson interval. {ACCURACY}", "task files"),
+    Column("ci95_high", SHARE, f"High end of the share's 95% Wilson interval. {ACCURACY}", "task files"),
+    Column("stderr", RATIO, f"The value's standard error, as lm-eval computes it. {ACCURACY}", "lm-eval tasks"),
     Column("evaluated", TEXT, "How the entry answered: decoding, through which engine instance or server, how many "
            f"at a time. {ACCURACY}", "all"),
 ])
