@@ -201,6 +201,8 @@ def test_a_stream_sweep_answers_as_a_stream_of_every_example(model):
         "match, then EOS or the end of the answer's budget")
     assert said["batch"]["accuracy"]["evaluated"].startswith("greedy, through the engine instance this entry timed, "
                                                               "2 examples at a time;")
+    # lm-eval's tasks go through a server; an engine in the worker has none, and the manifest says so
+    assert backend.score_lm_eval(None)["lm_eval"].startswith("not run: lm-evaluation-harness scores through a server")
 
 
 def speculative_results(folder, delta_interval):

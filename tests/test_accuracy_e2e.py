@@ -67,8 +67,9 @@ SERVER = ("env VLLM_ENABLE_V1_MULTIPROCESSING=0 {python} -m vllm.entrypoints.ope
 
 @pytest.fixture(scope="module")
 def served(trained, tmp_path_factory):
-    """A stream sweep of the same model: HF continuous batching, and vLLM behind its server, each answering the tasks
-    as a stream through what it timed."""
+    """A stream sweep of the same model on vLLM behind its server, which answers the tasks as a stream through the
+    server it timed, and lm-eval's task through it too. (An engine in the worker's own process answers a stream
+    sweep's tasks through the same `serve`: tests/test_accuracy.py runs the null engine that way.)"""
     folder, _ = trained
     tmp = tmp_path_factory.mktemp("accuracy-served")
     (tmp / "lm_eval_tasks").mkdir()  # the same held-out split as a task of lm-eval's, over the local file
@@ -79,7 +80,6 @@ benchmark_name: accuracy-served-e2e
 scenario: stream
 model: {{name_or_path: '{folder}', weights: pretrained, dtype: fp32}}
 backends:
-  - {{name: hf, label: hf-continuous, device: cpu, batching: continuous, max_batch_size: 16}}
   - {{name: openai, label: vllm-serve, command: '{SERVER}'}}
 input_lengths: [8]
 output_lengths: [4]
@@ -116,8 +116,7 @@ metric_list:
 @pytest.mark.engine
 def test_lm_eval_scores_the_same_task_through_the_server_and_agrees(served):
     """lm-eval's own local-completions model and exact match, through the server the entry timed: its score of the
-    same 100 examples lies in the harness's interval, its results JSON is in the manifest, accuracy.csv has its row;
-    an engine without a server says it was not scored by lm-eval."""
+    same 100 examples lies in the harness's interval, its results JSON is in the manifest, accuracy.csv has its row."""
     results, out = served
     runtime = {b["label"]: b["runtime"] for b in json.loads((out / "manifest.json").read_text())["backends"]}
     said = runtime["vllm-serve"]["lm_eval"]
@@ -129,7 +128,6 @@ def test_lm_eval_scores_the_same_task_through_the_server_and_agrees(served):
     ours = results["vllm-serve"]
     assert float(ours["accuracy_ci95_low"]) <= row["value"] <= float(ours["accuracy_ci95_high"])
     assert said["results"]["results"]["digits_lm_eval"]["exact_match,none"] == row["value"]
-    assert runtime["hf-continuous"]["lm_eval"].startswith("not run: lm-evaluation-harness scores through a server")
     scores = [r for r in rows(out / "accuracy.csv") if r["task"] == "digits_lm_eval"]
     assert [(r["backend"], float(r["value"])) for r in scores] == [("vllm-serve", row["value"])]
 
@@ -157,28 +155,22 @@ def test_vllm_in_process_agrees_with_hf(sweep):
 
 @pytest.mark.engine
 def test_a_stream_sweep_scores_through_the_server_it_timed_and_agrees_with_hf(sweep, served):
-    """hf's static batches, HF continuous batching and vLLM's server each answer the same 100 examples; the served
-    entry through the very server its points were timed on (the manifest names its URL), asked for its answers'
-    token ids."""
+    """hf's static batches and vLLM's server answer the same 100 examples alike; the served entry through the very
+    server its points were timed on (the manifest names its URL), asked for its answers' token ids."""
     hf = sweep[0]["hf"]
     results, out = served
-    for label in ("hf-continuous", "vllm-serve"):
-        row = results[label]
-        assert row["status"] == "ok" and int(row["accuracy_examples"]) == LIMIT
-        assert float(hf["accuracy_ci95_low"]) <= float(row["accuracy"]) <= float(hf["accuracy_ci95_high"]), label
-    runtime = {b["label"]: b["runtime"] for b in json.loads((out / "manifest.json").read_text())["backends"]}
-    assert runtime["vllm-serve"]["accuracy"]["evaluated"] == (
-        f"greedy, through the server this entry timed ({runtime['vllm-serve']['base_url']}/v1/completions), as a "
-        "stream, 50 examples in flight at a time; exact match, then EOS or the end of the answer's budget")
-    assert runtime["hf-continuous"]["accuracy"]["evaluated"].startswith(
-        "greedy, through the engine instance this entry timed, as a stream, 50 examples")
-    scores = {r["backend"]: r for r in rows(out / "accuracy.csv") if r["task"] == "test"}  # a row per entry and task
-    assert set(scores) == {"hf-continuous", "vllm-serve"}
-    for label, score in scores.items():
-        (task,) = runtime[label]["accuracy"]["tasks"]
-        assert (score["task"], int(score["correct"]), score["evaluated"]) == (
-            "test", task["correct"], runtime[label]["accuracy"]["evaluated"])
-        assert float(score["value"]) == float(results[label]["accuracy"])
+    row = results["vllm-serve"]
+    assert row["status"] == "ok" and int(row["accuracy_examples"]) == LIMIT
+    assert float(hf["accuracy_ci95_low"]) <= float(row["accuracy"]) <= float(hf["accuracy_ci95_high"])
+    runtime = json.loads((out / "manifest.json").read_text())["backends"][0]["runtime"]
+    assert runtime["accuracy"]["evaluated"] == (
+        f"greedy, through the server this entry timed ({runtime['base_url']}/v1/completions), as a stream, 50 "
+        "examples in flight at a time; exact match, then EOS or the end of the answer's budget")
+    (score,) = [r for r in rows(out / "accuracy.csv") if r["task"] == "test"]  # the file of its own
+    (task,) = runtime["accuracy"]["tasks"]
+    assert (score["backend"], int(score["correct"]), score["evaluated"]) == (
+        "vllm-serve", task["correct"], runtime["accuracy"]["evaluated"])
+    assert float(score["value"]) == float(row["accuracy"])
 
 
 @pytest.mark.engine
