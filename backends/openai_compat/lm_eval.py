@@ -1,23 +1,32 @@
 """lm-evaluation-harness's tasks scored through the server an `openai` entry times (docs/measurement.md, "Accuracy"):
 lm-eval's own `local-completions` model sends each task's prompts to the server's /v1/completions, as its README
 recommends for served models, and lm-eval scores the answers by each task's own metrics. What comes back is lm-eval's
-results JSON, kept in the manifest without its per-sample logs, and one row per task and metric for accuracy.csv."""
+results JSON, kept in the manifest without its per-sample logs, and one row per task and metric for accuracy.csv.
+
+lm-eval runs in an interpreter of its own (`.venv-eval`, scripts/lm_eval_score.py): what it installs (scikit-learn,
+scipy, pyarrow) would be imported by transformers in every worker of the engines' environment."""
 
 from __future__ import annotations
 
 import functools
+import json
 import math
+import os
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from harness.config.accuracy import AccuracyConfig
+from harness.config.accuracy import AccuracyConfig, lm_eval_python
 from harness.errors import UserError, did_you_mean
 from harness.model.spec import ModelSpec
 from harness.model.tokenizer import tokenizer_source
 from harness.scenarios.accuracy import LmEvalTasks
 
+SCORER = Path(__file__).resolve().parents[2] / "scripts" / "lm_eval_score.py"
 # lm-eval's results JSON, less what is per sample or per task configuration (the task YAMLs lm-eval ships).
 DROPPED = ("samples", "configs")
+TASK_LIST_TIMEOUT_S = 300.0
 
 
 def plan_tasks(config: AccuracyConfig, model: ModelSpec) -> Optional[LmEvalTasks]:
@@ -37,51 +46,46 @@ def plan_tasks(config: AccuracyConfig, model: ModelSpec) -> Optional[LmEvalTasks
         raise UserError(f"accuracy.lm_eval_tasks: lm-eval needs {model.label}'s tokenizer, and its preset ships "
                         "none (set model.tokenizer)")
     tokenizer = str(Path(tokenizer).resolve()) if Path(tokenizer).expanduser().is_dir() else tokenizer
-    return LmEvalTasks(tuple(config.lm_eval_tasks), config.lm_eval_include, config.num_fewshot, config.limit,
-                       config.batch_size, config.template == "chat", tokenizer)
+    include = str(Path(config.lm_eval_include).resolve()) if config.lm_eval_include else None
+    return LmEvalTasks(tuple(config.lm_eval_tasks), include, config.num_fewshot, config.limit, config.batch_size,
+                       config.template == "chat", tokenizer)
 
 
 @functools.lru_cache(maxsize=4)
 def task_names(include_path: Optional[str], names: Tuple[str, ...]) -> List[str]:
-    """The tasks and groups `task_manager` indexes for `names`, read once per process."""
-    return list(task_manager(names, include_path).all_tasks)
+    """The tasks and groups lm-eval would look `names` up in, read once per process from lm-eval's interpreter."""
+    argv = [str(lm_eval_python()), str(SCORER), "tasks", include_path or "-", *names]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=TASK_LIST_TIMEOUT_S)
+    if done.returncode != 0:
+        raise UserError(f"accuracy.lm_eval_tasks: lm-eval could not list its tasks ({_tail(done.stderr)})")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def evaluate(completions_url: str, served_model: str, tasks: LmEvalTasks,
              headers: Dict[str, str]) -> Dict[str, object]:
     """Run lm-eval on `tasks` against the server, untimed; the manifest's `lm_eval`: how it ran, a row per task and
     metric, and lm-eval's own results. `headers`: the entry's Authorization, if any (lm-eval's auth_token)."""
-    import lm_eval
-
-    model_args = {"base_url": completions_url, "model": served_model, "tokenizer": tasks.tokenizer,
-                  "tokenizer_backend": "huggingface", "num_concurrent": tasks.concurrency,
-                  "max_retries": 1}
+    model_args: Dict[str, object] = {"base_url": completions_url, "model": served_model, "tokenizer": tasks.tokenizer,
+                                     "tokenizer_backend": "huggingface", "num_concurrent": tasks.concurrency,
+                                     "max_retries": 1}
     bearer = headers.get("Authorization", "")
     if bearer.startswith("Bearer "):
         model_args["auth_token"] = bearer[len("Bearer "):]
-    results = lm_eval.simple_evaluate(model="local-completions", model_args=model_args, tasks=list(tasks.names),
-                                      num_fewshot=tasks.num_fewshot, limit=tasks.limit,
-                                      task_manager=task_manager(tasks.names, tasks.include_path),
-                                      apply_chat_template=tasks.chat_template, log_samples=False)
-    if results is None:  # lm-eval returns None on ranks other than its first; there is one here
-        raise RuntimeError("lm-evaluation-harness returned no results")
-    how = (f"lm-evaluation-harness {lm_eval.__version__} (its local-completions model) through the server this entry "
-           f"timed ({completions_url}), {tasks.concurrency} requests in flight"
+    spec = {"model_args": model_args, "tasks": list(tasks.names), "num_fewshot": tasks.num_fewshot,
+            "limit": tasks.limit, "include_path": tasks.include_path, "chat_template": tasks.chat_template}
+    with tempfile.TemporaryDirectory(prefix="bench-lm-eval-") as tmp:
+        (Path(tmp) / "spec.json").write_text(json.dumps(spec))
+        out = Path(tmp) / "results.json"
+        done = subprocess.run([str(lm_eval_python()), str(SCORER), "run", str(Path(tmp) / "spec.json"), str(out)],
+                              capture_output=True, text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+        if done.returncode != 0 or not out.is_file():
+            raise RuntimeError(f"lm-evaluation-harness exited with code {done.returncode}: {_tail(done.stderr)}")
+        results = json.loads(out.read_text())
+    how = (f"lm-evaluation-harness {results.get('lm_eval_version', '?')} (its local-completions model) through the "
+           f"server this entry timed ({completions_url}), {tasks.concurrency} requests in flight"
            f"{', chat template applied' if tasks.chat_template else ''}; each task's own metrics and decoding")
     kept = {key: value for key, value in results.items() if key not in DROPPED}
     return {"evaluated": how, "tasks": task_rows(results), "results": kept}
-
-
-def task_manager(names, include_path):
-    """lm-eval's index of the tasks named: of the include folder alone where it holds them all, else of lm-eval's own
-    tasks too (some 15,000 YAMLs: seven seconds here)."""
-    from lm_eval.tasks import TaskManager
-
-    if include_path is not None:
-        own = TaskManager(include_path=include_path, include_defaults=False)
-        if set(names) <= set(own.all_tasks):
-            return own
-    return TaskManager(include_path=include_path)
 
 
 def task_rows(results: dict) -> List[Dict[str, object]]:
@@ -100,3 +104,8 @@ def task_rows(results: dict) -> List[Dict[str, object]]:
                          "stderr": float(stderr) if isinstance(stderr, (int, float)) and math.isfinite(stderr)
                          else None})
     return rows
+
+
+def _tail(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return " ".join(" ".join(lines[-3:]).split())[-400:] or "no output"

@@ -4,7 +4,6 @@ harness/measure/quality.py's."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +33,8 @@ class AccuracyConfig:
                                    "from sampling.seed, so a sampled score repeats where the engine allows.")
 
     lm_eval_tasks: List[str] = opt(
-        factory=list, help="lm-evaluation-harness task names (gsm8k, mmlu, ...; needs requirements-eval.txt), scored "
-        "by lm-eval itself through each openai entry's server (its local-completions model at the server's "
+        factory=list, help="lm-evaluation-harness task names (gsm8k, mmlu, ...; lm-eval runs in its own venv, "
+        ".venv-eval, which make setup builds), scored by lm-eval itself through each openai entry's server (its local-completions model at the server's "
         "/v1/completions); their datasets must be downloadable here or in the datasets cache. Other entries are "
         "not scored by it (the manifest says so).")
     lm_eval_include: Optional[str] = opt(None, help="A folder of lm-eval task YAMLs (lm-eval's --include_path): "
@@ -71,6 +70,14 @@ def validate_accuracy(accuracy: AccuracyConfig) -> None:
                         "stem in results); rename one")
 
 
+def lm_eval_python() -> Path:
+    """The interpreter lm-evaluation-harness runs in: its own venv beside the repository's (`.venv-eval`), or
+    BENCH_LM_EVAL_PYTHON. Kept apart from the engines' environment, where the packages lm-eval brings (scikit-learn
+    above all) would be imported by transformers in every worker."""
+    given = os.environ.get("BENCH_LM_EVAL_PYTHON")
+    return Path(given) if given else Path(__file__).resolve().parents[2] / ".venv-eval" / "bin" / "python"
+
+
 def _validate_lm_eval(accuracy: AccuracyConfig) -> None:
     """The names' shape, the include folder, lm-eval installed, a template it can apply; the names themselves are
     checked against lm-eval's task list when the plan is made (importing it takes seconds)."""
@@ -86,9 +93,9 @@ def _validate_lm_eval(accuracy: AccuracyConfig) -> None:
         raise UserError("accuracy.num_fewshot: applies to lm_eval_tasks, and none is named")
     if not accuracy.lm_eval_tasks:
         return
-    if importlib.util.find_spec("lm_eval") is None:
-        raise UserError("accuracy.lm_eval_tasks: lm-evaluation-harness is not installed here; pip install -r "
-                        "requirements-eval.txt (or drop the key)")
+    if not lm_eval_python().is_file():
+        raise UserError(f"accuracy.lm_eval_tasks: lm-evaluation-harness is not installed ({lm_eval_python()} is "
+                        "missing: make setup builds it from requirements-eval.txt, or set BENCH_LM_EVAL_PYTHON)")
     if accuracy.template not in ("chat", "none"):
         raise UserError(f"accuracy.template: {accuracy.template!r} with lm_eval_tasks; lm-eval applies the "
                         "tokenizer's own chat template (chat) or none")
