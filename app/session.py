@@ -230,16 +230,20 @@ def upload(folder: Path, uri: str) -> None:
 
 
 def draw_charts(folder: Path) -> None:
-    """Charts and report.md into the results folder; a sweep with nothing to plot only warns."""
+    """Charts and report.md into the results folder, then report.md's answer, the best configuration at the sweep's
+    targets (plots/best/); a sweep with nothing to plot only warns."""
+    from plots.best.render import best_output
     from plots.errors import PlotError  # matplotlib costs a second: only when drawing
     from plots.report import make_report
 
     try:
         report = make_report([folder], folder / "plots")
+        answer = best_output([folder], None, None, {}, "text")
     except PlotError as e:
         console.print(f"warning: no charts: {e}", style="yellow")
         return
     console.print(f"Charts and report in {report.parent}/ (open {report.name})")
+    console.print(answer, markup=False, highlight=False, soft_wrap=True)  # whole lines, as --best prints them
 
 
 def run_entries(plans: List[EntryPlan], manifest: dict, config: SweepConfig, done: set,

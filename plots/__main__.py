@@ -1,5 +1,5 @@
 """`python -m plots RESULTS... [--out DIR] [--series COLS] [--where key=value ...] [--slo-tpot-ms MS]
-[--format png,svg]`.
+[--format png,svg] [target flags]`, or `python -m plots RESULTS... --best [target flags] [--format text|json]`.
 
 `python -m plots compare BASE NEW ...` compares two runs instead (plots/compare_report.py).
 Exit codes: 0 report written; 2 bad input (one `error:` line on stderr, no traceback).
@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import List, Optional
 
 from plots import data
+from plots.best.render import best_output
+from plots.best.targets import PERCENTILES
 from harness.errors import UserError
 from harness.files import path_argument
 from plots.errors import PlotError
@@ -27,6 +29,7 @@ examples:
   python -m plots results/a100 results/h100 --out results/compare    # one curve per hardware
   python -m plots results/run --series backend,tp_size --where input_length=512 --format png,svg
   python -m plots compare results/before results/after --fail-on-regression   # exit 1 if a point is slower
+  python -m plots results/a100 results/h100 --best --tpot-ms 50 --ttft-ms 2000 --format json
 
 exit codes: 0 report written; 1 compare --fail-on-regression found a slower point; 2 bad input (one error: line)
 """
@@ -54,8 +57,43 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--slo-tpot-ms", type=_positive_ms, metavar="MS",
                         help="a TPOT target: the per-GPU vs per-user chart draws it as a line at 1000/MS tokens/s "
                         "(default: the stream points' own slo_tpot_ms, when they share one)")
-    parser.add_argument("--format", default="png", help=f"comma-separated, from {','.join(FORMATS)} (default png)")
+    parser.add_argument("--format", default=None, help=f"comma-separated, from {','.join(FORMATS)} (default png); "
+                        "with --best: text (default) or json")
+    best = parser.add_argument_group("the best configuration at your targets (report.md's first section; --best "
+                                     "prints it alone). Each flag overrides the sweep's own `target`")
+    best.add_argument("--best", action="store_true", help="print the best configuration at the targets, per model, "
+                      "scenario, length pair and hardware, instead of writing the report")
+    for flag, unit, what in TARGET_FLAGS:
+        best.add_argument(f"--{flag}", type=_positive(unit), metavar=unit.upper().replace(" ", "_"), help=what)
+    best.add_argument("--percentile", type=_percentile, help="the percentile --ttft-ms and --tpot-ms hold "
+                      f"({', '.join(map(str, PERCENTILES))}; default 99)")
     return parser
+
+
+TARGET_FLAGS = (("ttft-ms", "ms", "time to first token at the percentile, at most"),
+                ("tpot-ms", "ms", "time per output token at the percentile, at most"),
+                ("min-user-tokens-per-s", "tokens/s", "output tokens/s one user sees, at least"),
+                ("max-cost-per-m-tokens", "cost", "cost per million output tokens, at most (needs "
+                 "hardware.cost_per_hour)"),
+                ("max-accuracy-drop", "share", "accuracy at most this far below its reference (where measured)"))
+
+
+def _positive(unit: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not 0 < value < math.inf:
+            raise argparse.ArgumentTypeError(f"must be a finite number ({unit}) above 0, got {text!r}")
+        return value
+    return parse
+
+
+def _percentile(text: str) -> int:
+    if text.strip() not in {str(p) for p in PERCENTILES}:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(map(str, PERCENTILES))}, got {text!r}")
+    return int(text)
 
 
 def _positive_ms(text: str) -> float:
@@ -82,9 +120,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         series = [c.strip() for c in args.series.split(",") if c.strip()] if args.series is not None else None
+        targets = {flag.replace("-", "_"): getattr(args, flag.replace("-", "_")) for flag, _, _ in TARGET_FLAGS}
+        targets["percentile"] = args.percentile
+        if args.best:
+            form = args.format or "text"
+            if form not in ("text", "json"):
+                raise PlotError(f"--format {form}: with --best, choose text or json")
+            print(best_output(args.results, series, data.parse_where(args.where), targets, form))
+            return 0
         out_dir = args.out or default_out_dir(args.results)
         report = make_report(args.results, out_dir, series, data.parse_where(args.where),
-                             tuple(args.format.split(",")), args.slo_tpot_ms)
+                             tuple((args.format or "png").split(",")), args.slo_tpot_ms, targets)
     except (PlotError, UserError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -13,6 +14,8 @@ from harness.measure.manifest import HARNESS_PACKAGES
 from plots import batch_charts, data, headline_chart, load, roofline_charts, style
 from plots.accuracy import charts as accuracy_charts
 from plots.accuracy.report import accuracy_lines
+from plots.best import render as best
+from plots.best.targets import resolve as resolve_targets
 from plots.charts import Chart, ChartContext, render_jobs
 from plots.data import fmt
 from plots.errors import PlotError
@@ -35,8 +38,9 @@ REPORT_NAME = "report.md"
 
 def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] = None,
                 where: Optional[Dict[str, str]] = None, formats: Tuple[str, ...] = ("png",),
-                slo_tpot_ms: Optional[float] = None) -> Path:
-    """Draw every chart of the results in `sources` into `out_dir` and write report.md; returns its path.
+                slo_tpot_ms: Optional[float] = None, targets: Optional[Dict[str, Optional[float]]] = None) -> Path:
+    """Draw every chart of the results in `sources` into `out_dir` and write report.md; returns its path. `targets`:
+    --best's flags, over the sweeps' own targets, for report.md's first section (plots/best/).
 
     Raises PlotError (one-line message) for a missing folder or results.csv, an unknown --series or
     --where column, or results with no `ok` point.
@@ -51,6 +55,8 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
     batch_sizes = data.of_scenario(table, BATCH)[R.batch_size].dropna().astype(int)  # none for streams
     palette = style.Palette.build(data.series_order(table), batch_sizes)
     out_dir = Path(out_dir)
+    stated = resolve_targets(sources, targets or {})
+    slo_tpot_ms = slo_tpot_ms or stated[0].tpot_ms  # the target drawn on the headline chart unless told otherwise
     try:
         writable_folder(out_dir, "--out")  # once the results are known to be readable
         ctx = ChartContext(table, palette, out_dir, formats, load.load_requests(sources), slo_tpot_ms)
@@ -59,8 +65,9 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
                              + speculative_charts.chart_jobs(ctx) + quantization_charts.chart_jobs(ctx)
                              + stream_charts.chart_jobs(ctx) + accuracy_charts.chart_jobs(ctx))
         path = out_dir / REPORT_NAME
-        path.write_text(render_markdown(table, charts, sources, where, out_dir))
-        write_html_report(table, sources, out_dir, palette, slo_tpot_ms)  # report.html: hover, filters, sorting
+        path.write_text(render_markdown(table, charts, sources, where, out_dir, best.markdown_lines(table, *stated)))
+        write_html_report(table, sources, out_dir, palette, slo_tpot_ms,  # report.html: hover, filters, sorting
+                          best.html_section(table, *stated))
     except OSError as e:
         raise PlotError(f"{out_dir}: cannot write the charts ({e.strerror or e})") from None
     return path
@@ -77,13 +84,14 @@ def check_formats(formats: Sequence[str]) -> Tuple[str, ...]:
 # -- report.md --------------------------------------------------------------------------------------------
 
 def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[Path],
-                    where: Optional[Dict[str, str]], out_dir: Path) -> str:
+                    where: Optional[Dict[str, str]], out_dir: Path, answer: Sequence[str] = ()) -> str:
     ok = data.plotted(table)
     lines = [f"# {data.unique_text(ok, R.model)} ({data.unique_text(ok, R.dtype)}){data.prompts_text(ok)}: "
              "inference benchmark", ""]
-    lines += source_lines(sources, where)
+    lines += source_lines(sources, where, out_dir)
     lines += ["Interactive version (hover a point for its row, filter, sort the tables; opens offline): "
               "[report.html](report.html)", ""]
+    lines += answer
     batch = data.of_scenario(table, BATCH)
     if not batch.empty:
         lines += ["## Summary", "", *summary_table(batch), "", *unsettled_lines(batch)]
@@ -99,13 +107,16 @@ def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[
     return "\n".join(lines).rstrip() + "\n"
 
 
-def source_lines(sources: Sequence[Path], where: Optional[Dict[str, str]]) -> List[str]:
-    """Where each number came from: folder, hardware, software versions, commit, start time."""
+def source_lines(sources: Sequence[Path], where: Optional[Dict[str, str]], out_dir: Path) -> List[str]:
+    """Where each number came from: folder, hardware, software versions, commit, start time. The folder is given
+    from the report's own folder, so a report copied or published with its results names no path of the machine
+    that made it."""
     lines = ["Results:", ""]
     for source in sources:
         csv_path = load.results_csv_path(Path(source))
         manifest = load.read_manifest(csv_path)
-        lines.append(f"- `{csv_path.parent}`: {describe_manifest(manifest)}")
+        lines.append(f"- `{os.path.relpath(csv_path.parent.resolve(), Path(out_dir).resolve())}`: "
+                     f"{describe_manifest(manifest)}")
     if where:
         lines.append(f"- filtered with {' '.join(f'`--where {k}={v}`' for k, v in where.items())}")
     return lines + [""]

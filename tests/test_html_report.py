@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from plots import data
 from plots.html import page
 from tests.test_plots import A100, FIXTURE, copy_fixture
 from tests.test_plots_stream import write_stream_folder
@@ -202,6 +203,15 @@ def test_a_filter_changes_what_is_shown(browser, reports):
     frontier = ("return document.querySelector('.figure[data-kind=headline] .plotly-graph-div').data"
                 ".find(t => t.meta === 'frontier').x.length")
     assert browser.execute_script(frontier) == 3  # the CPU's three batch sizes: each beats the others on one speed
+    # the latency chart's frontier is redrawn over the CPU's points alone, by the PNG's rule (data.pareto_frontier)
+    cpu = pd.read_csv(FIXTURE / "results.csv")
+    cpu = cpu[cpu["status"] == "ok"]
+    first = cpu[(cpu["input_length"] == cpu["input_length"].min())]
+    first = first[first["output_length"] == first["output_length"].min()]
+    latency_front = ("return document.querySelector('.figure[data-kind=latency-throughput] .plotly-graph-div').data"
+                     ".find(t => t.meta === 'latency-frontier').x")
+    expected = first.iloc[data.pareto_frontier(first["latency_ms_mean"], first["throughput_tokens_per_s"])]
+    assert browser.execute_script(latency_front) == pytest.approx(expected["latency_ms_mean"].tolist())
     click_filter(browser, "lengths", "in 128 / out 64")  # that pair's headline chart has no point left: hidden
     assert headline_points(browser) == both // 2 - 3
     assert browser.execute_script("return document.querySelectorAll('.figure[data-kind=headline][hidden]').length") == 1
@@ -212,6 +222,18 @@ def test_a_filter_changes_what_is_shown(browser, reports):
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []  # redrawing hidden charts too
 
 
+def test_the_best_configuration_panel_comes_first(browser, reports):
+    """report.html's answer, as report.md's: the fastest configuration per length pair (no targets in the
+    fixture), before the filters and the charts."""
+    open_report(browser, reports["cpu-tiny"][0])
+    order = browser.execute_script("return Array.from(document.querySelectorAll('body > section, body > .filters, "
+                                   "body > form')).map(e => e.id || e.className)")
+    assert order[0] == "best", order
+    items = browser.execute_script("return Array.from(document.querySelectorAll('#best li')).map(li => li.textContent)")
+    out, _ = plots_cli(FIXTURE, "--best").communicate(timeout=120)  # the console's words for the same answers
+    assert items and items == [line.strip() for line in out.splitlines()[1:]]
+
+
 def test_the_tables_sort_by_a_clicked_column(browser, reports):
     open_report(browser, reports["two-folders"][0])
     header = browser.execute_script(
@@ -220,7 +242,11 @@ def test_the_tables_sort_by_a_clicked_column(browser, reports):
     column = "return Array.from(document.querySelectorAll('#points-table tbody tr')).map(tr => " \
              "Number(tr.cells[arguments[0]].dataset.v))"
     index = browser.execute_script("return arguments[0].cellIndex", header)
-    header.click()
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    # scrolled to the top of the window, as a reader reaches the table: nothing covers the header there
+    browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", header)
+    ActionChains(browser).move_to_element(header).click().perform()
     ascending = browser.execute_script(column, index)
     assert ascending == sorted(ascending) and len(set(ascending)) > 1
     header.click()

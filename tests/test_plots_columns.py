@@ -20,6 +20,10 @@ NOT_COLUMNS: Dict[Tuple[str, str, str], str] = {
     ("plots/load.py", "manifest_model_name", "model"): "manifest.json's model section",
     # a word of the report's prose ("goodput is 1.3x as much with ..."), not a lookup
     ("plots/stream/report.py", "_compare", "goodput"): "the figure's name in a sentence",
+    # the manifest's config, read for the sweep's own targets (plots/best/targets.py): its keys, not columns
+    ("plots/best/targets.py", "from_slo", "ttft_ms"): "stream.slo's key in manifest.json's config",
+    ("plots/best/targets.py", "from_slo", "tpot_ms"): "stream.slo's key in manifest.json's config",
+    ("plots/best/targets.py", "of_manifests", "scenario"): "the config's scenario key in manifest.json",
 }
 
 

@@ -71,6 +71,34 @@ LABELS = ("hf-static", "hf-continuous", "vllm", "vllm-serve")
 
 
 @pytest.mark.engine
+def test_the_best_rate_at_the_slo_is_the_same_in_console_report_and_json(sweep, capsys):
+    """A rate sweep against a server and three engines, held to its own stream.slo (plots/best/): the console's
+    last lines, `python -m plots --best` in text and JSON, report.md's first section and report.html's panel give one
+    answer."""
+    import html
+    import json
+
+    from plots.__main__ import main as plots_main
+
+    proc, out, _ = sweep
+    printed = proc.stdout[proc.stdout.index("Best configuration at the targets"):].splitlines()
+    assert printed[0] == ("Best configuration at the targets (TTFT p90 <= 1,000 ms, TPOT p90 <= 100 ms; the "
+                          "sweep's own):")
+    assert plots_main([str(out), "--best"]) == 0
+    assert capsys.readouterr().out.splitlines() == printed[:2]
+    assert plots_main([str(out), "--best", "--format", "json"]) == 0
+    (answer,) = json.loads(capsys.readouterr().out)
+    assert (answer["scenario"], answer["input_length"], answer["targets_from"]) == ("stream", 24, "the sweep's own")
+    if answer["best"] is not None:  # which engine wins on two shared cores is not the subject; that all agree is
+        assert f": {answer['best']['configuration']} at {answer['best']['load']}," in printed[1]
+        assert f"| {answer['best']['configuration']} | {answer['best']['load']} |" in (
+            out / "plots" / "report.md").read_text()
+    else:
+        assert "no point meets the targets" in printed[1]
+    assert f"<li>{html.escape(printed[1].strip())}</li>" in (out / "plots" / "report.html").read_text()
+
+
+@pytest.mark.engine
 def test_every_engine_ran_every_rate(sweep):
     proc, out, marker = sweep
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

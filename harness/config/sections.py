@@ -149,3 +149,32 @@ def validate_hardware(hardware: HardwareConfig) -> None:
                         f"{', '.join(gpu_table())})")
     if hardware.num_gpus is not None and hardware.gpu is None:
         raise UserError("hardware.num_gpus: needs hardware.gpu, the GPU the planned machine has")
+
+
+TARGET_PERCENTILES = (50, 90, 99)  # the latency percentiles results.csv holds
+
+
+@dataclass
+class TargetConfig:
+    """What a configuration must meet to be the answer (docs/guides/best.md): report.md's first section, the console's
+    last lines and `python -m plots --best` name the configuration with the most output tokens/s per GPU that meets
+    every target stated here (a stream sweep without it is held to its `stream.slo`)."""
+
+    ttft_ms: Optional[float] = opt(None, gt=0, unit="ms", measures=False,
+                                   help="Time to first token at `percentile`, at most.")
+    tpot_ms: Optional[float] = opt(None, gt=0, unit="ms", measures=False,
+                                   help="Time per output token at `percentile`, at most.")
+    percentile: int = opt(99, ge=50, le=99, measures=False, help="The percentile ttft_ms and tpot_ms hold: 50, 90 "
+                          "or 99.")
+    min_user_tokens_per_s: Optional[float] = opt(None, gt=0, unit="tokens/s", measures=False,
+                                                 help="Output tokens per second one user sees, at least.")
+    max_cost_per_m_tokens: Optional[float] = opt(None, gt=0, measures=False, help="Cost per million output tokens, "
+                                                 "at most (needs hardware.cost_per_hour).")
+    max_accuracy_drop: Optional[float] = opt(None, gt=0, le=1, measures=False, help="Accuracy at most this far below "
+                                             "its reference, where accuracy was measured.")
+
+
+def validate_target(target: TargetConfig) -> None:
+    if target.percentile not in TARGET_PERCENTILES:
+        raise UserError(f"target.percentile: {target.percentile} is not one of "
+                        f"{', '.join(map(str, TARGET_PERCENTILES))} (the percentiles results.csv holds)")

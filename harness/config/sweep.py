@@ -32,9 +32,11 @@ from harness.config.sections import (
     QualityConfig,
     SamplingConfig,
     StopConfig,
+    TargetConfig,
     validate_hardware,
     validate_model,
     validate_quality,
+    validate_target,
 )
 from harness.config import sweep_values as values
 from harness.config.stream import StreamConfig
@@ -120,6 +122,8 @@ class SweepYaml:
     quality: QualityConfig = opt(factory=QualityConfig, help="The accuracy price quantized entries are held to.")
     accuracy: AccuracyConfig = opt(factory=AccuracyConfig, help="Task accuracy of every entry, through the engine "
                                    "it timed (docs/measurement.md, \"Accuracy\").")
+    target: TargetConfig = opt(factory=TargetConfig, measures=False, help="What the best configuration must meet "
+                               "(docs/guides/best.md).")
     cluster: ClusterConfig = opt(
         factory=ClusterConfig, measures=False, help="The machines entries with `nodes` above 1 run across "
                                  "(docs/measurement.md, \"More than one node\").")
@@ -250,6 +254,7 @@ def validate(config: SweepConfig) -> None:
     validate_hardware(config.hardware)
     validate_quality(config.quality, model_sections(config))
     validate_accuracy(config.accuracy)
+    validate_target(config.target)
     validate_cluster(config.cluster, config.backends, [entry_key(config, i) for i in range(len(config.backends))])
 
 

@@ -127,7 +127,15 @@ def batch_figures(table: pd.DataFrame, palette: style.Palette) -> List[HtmlFigur
 
 
 def latency_vs_throughput(rows: pd.DataFrame, pair, palette: style.Palette) -> HtmlFigure:
+    """Every series' points, and the Pareto frontier over all of them as the PNG draws it (a grey band first, under
+    the points); report.js redraws the band over the points a filter leaves shown."""
     fig = go.Figure()
+    front = rows.iloc[data.pareto_frontier(rows[R.latency_ms_mean], rows[R.throughput_tokens_per_s])]
+    fig.add_trace(go.Scatter(
+        x=floats(front[R.latency_ms_mean]), y=floats(front[R.throughput_tokens_per_s]), name="Pareto frontier",
+        mode="lines", line={"color": "rgba(110, 110, 110, 0.3)", "width": 10}, hoverinfo="skip",
+        meta="latency-frontier", legendrank=2000, customdata=row_data.row_ids(front), text=[""] * len(front),
+        hovertext=[""] * len(front)))
     add_series(fig, rows, R.latency_ms_mean, R.throughput_tokens_per_s, palette,
                label=lambda r: int(r[R.batch_size]))
     title = f"{model_and_dtype(rows)}: latency vs throughput, {lengths_title(*pair)}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -31,16 +32,16 @@ PLOT_CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove
 
 
 def write_html_report(table: pd.DataFrame, sources: Sequence[Path], out_dir: Path, palette: style.Palette,
-                      slo_tpot_ms: Optional[float] = None) -> Path:
+                      slo_tpot_ms: Optional[float] = None, answer: str = "") -> Path:
     """report.html (and plotly.min.js, where the folder lacks this version of it) in `out_dir`; returns its path.
 
     `table` is make_report's: every row, numbers converted, with its series; `slo_tpot_ms` the headline's SLO line
-    (headline.slo_per_user)."""
+    (headline.slo_per_user); `answer` the best configuration's panel (plots/best/render.py), first after the header."""
     table = headline.with_speeds(table)
     figures = headline_figures(table, palette, slo_tpot_ms) + batch_figures(table, palette) + stream_figures(table, palette)
     write_plotly_js(Path(out_dir))
     path = Path(out_dir) / HTML_NAME
-    path.write_text(render_page(table, sources, figures), encoding="utf-8")
+    path.write_text(render_page(table, sources, figures, answer, Path(out_dir)), encoding="utf-8")
     return path
 
 
@@ -53,13 +54,14 @@ def write_plotly_js(out_dir: Path) -> Path:
     return path
 
 
-def render_page(table: pd.DataFrame, sources: Sequence[Path], figures: List[HtmlFigure]) -> str:
+def render_page(table: pd.DataFrame, sources: Sequence[Path], figures: List[HtmlFigure], answer: str = "",
+                out_dir: Path = Path(".")) -> str:
     ok = data.plotted(table)
     title = f"{model_and_dtype(ok)}: inference benchmark"
-    body = [f"<header><h1>{html.escape(title)}</h1>{_sources_html(sources)}"
+    body = [f"<header><h1>{html.escape(title)}</h1>{_sources_html(sources, out_dir)}"
             f'<p class="note">The static charts and every section of the report: <a href="report.md">report.md</a>. '
             "Hover a point for its row; click a legend entry to hide a series; drag to zoom.</p></header>",
-            _filters_html(table), *_figure_sections(figures),
+            answer, _filters_html(table), *_figure_sections(figures),
             '<section><h2>Summary</h2><p class="note">Per series and length pair, at its peak throughput. '
             f"Click a column to sort.</p>{tables.summary_table(table)}</section>",
             f"<section><h2>Every point</h2>{tables.points_table(table)}</section>"]
@@ -72,12 +74,14 @@ def render_page(table: pd.DataFrame, sources: Sequence[Path], figures: List[Html
         f"<script>\n{(ASSETS / 'report.js').read_text()}</script>\n</body>\n</html>\n"])
 
 
-def _sources_html(sources: Sequence[Path]) -> str:
+def _sources_html(sources: Sequence[Path], out_dir: Path) -> str:
+    """Each results folder from the report's own folder (as report.md names it), with its hardware."""
     items = []
     for source in sources:
         csv_path = load.results_csv_path(Path(source))
         hardware = load.manifest_hardware_label(load.read_manifest(csv_path))
-        items.append(f"<li><code>{html.escape(str(csv_path.parent))}</code>"
+        folder = os.path.relpath(csv_path.parent.resolve(), out_dir.resolve())
+        items.append(f"<li><code>{html.escape(folder)}</code>"
                      f"{': ' + html.escape(hardware) if hardware else ''}</li>")
     return f'<ul class="sources">{"".join(items)}</ul>'
 

@@ -37,6 +37,14 @@
     return byX.filter(function (p) { const keep = p.y > best; best = Math.max(best, p.y); return keep; }).reverse();
   }
 
+  // The latency chart's rule (plots/data.py's pareto_frontier): no other shown point has both a lower latency (x)
+  // and a higher throughput (y); fastest first.
+  function latencyFrontier(points) {
+    const byX = points.slice().sort(function (a, b) { return a.x - b.x || b.y - a.y; });
+    let best = -Infinity;
+    return byX.filter(function (p) { const keep = p.y > best; best = Math.max(best, p.y); return keep; });
+  }
+
   function filterChart(gd, ids) {
     const traces = original.get(gd);
     const update = {};
@@ -50,8 +58,8 @@
       }
     });
     traces.forEach(function (trace, i) {
-      if (trace.meta !== "frontier") return;
-      const front = frontier(shown);
+      if (trace.meta !== "frontier" && trace.meta !== "latency-frontier") return;
+      const front = trace.meta === "frontier" ? frontier(shown) : latencyFrontier(shown);
       update.x[i] = front.map(function (p) { return p.x; });
       update.y[i] = front.map(function (p) { return p.y; });
       update.customdata[i] = front.map(function (p) { return p.id; });

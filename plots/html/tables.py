@@ -24,10 +24,14 @@ POINT_COLUMNS: Tuple[Tuple[str, str], ...] = (
     ("Per user (tokens/s)", headline.PER_USER), ("MBU", R.mbu), ("Energy (J/token)", R.energy_j_per_output_token),
     ("Cost per M output tokens", R.cost_per_million_output_tokens),
 )
+# report.md's summary columns (plots/report.py), and the headline's two speeds; LATENCY_CI is the mean latency's 95%
+# interval as report.md's `±` gives it.
+LATENCY_CI = "latency ±95%"
 SUMMARY_COLUMNS: Tuple[Tuple[str, str], ...] = (
     ("Peak throughput (tokens/s)", R.throughput_tokens_per_s), ("Latency there (ms)", R.latency_ms_mean),
-    ("TPOT there (ms)", R.tpot_ms_mean), ("Per GPU there", headline.PER_GPU), ("Per user there", headline.PER_USER),
-    ("MBU there", R.mbu), ("Cost per M output tokens there", R.cost_per_million_output_tokens),
+    ("±95% there", LATENCY_CI), ("TPOT there (ms)", R.tpot_ms_mean), ("Per GPU there", headline.PER_GPU),
+    ("Per user there", headline.PER_USER), ("MBU there", R.mbu), ("MFU there", R.mfu),
+    ("x roofline there", R.roofline_ratio), ("Cost per M output tokens there", R.cost_per_million_output_tokens),
 )
 ERROR_CHARS = 120
 
@@ -108,12 +112,23 @@ def summary_table(table: pd.DataFrame) -> str:
         throughput = ok[R.throughput_tokens_per_s].astype(float)
         if throughput.notna().any():
             peak = ok.loc[throughput.idxmax()]
-            cells += [_load_cell(peak), *[number_cell(peak.get(column)) for _, column in SUMMARY_COLUMNS]]
+            cells += [_load_cell(peak), *[_latency_ci_cell(peak) if column == LATENCY_CI else
+                                          number_cell(peak.get(column)) for _, column in SUMMARY_COLUMNS]]
         else:
             cells += [text_cell("-")] + [number_cell(None)] * len(SUMMARY_COLUMNS)
         ids = " ".join(str(i) for i in group.index)
         body.append(f'<tr data-ids="{ids}">{"".join(cells)}</tr>')
     return table_html("summary-table", headers, body)
+
+
+def _latency_ci_cell(row: pd.Series) -> str:
+    """The 95% interval's half-width as a share of the mean latency (`±4.2%`), sorted by that share."""
+    low, high, mean = (pd.to_numeric(row.get(c), errors="coerce") for c in
+                       (R.latency_ms_ci95_low, R.latency_ms_ci95_high, R.latency_ms_mean))
+    if pd.isna(low) or pd.isna(high) or pd.isna(mean) or not mean:
+        return number_cell(None)
+    share = (high - low) / 2 / mean
+    return number_cell(share, f"±{share:.1%}{'*' if row.get(R.converged) == 'false' else ''}")
 
 
 def _summary_groups(table: pd.DataFrame) -> List[Tuple[tuple, pd.DataFrame]]:

@@ -1,0 +1,1 @@
+"""The answer the harness exists for: the best configuration at the user's targets (docs/guides/best.md)."""
