@@ -10,6 +10,7 @@ with a warning naming the file and line, never drawn.
 from __future__ import annotations
 
 import functools
+import os
 import json
 import sys
 from pathlib import Path
@@ -50,7 +51,8 @@ REQUEST_JOIN_COLUMNS = (R.benchmark_name, R.backend, R.dtype, R.num_devices, R.t
                         R.workload, R.input_length, R.output_length, R.request_rate, R.max_concurrency)
 REQUESTS_CSV = "requests.csv"
 MAX_WARNINGS = 5  # damaged rows said one by one; past these, counted
-# Not in results.csv: the name of the folder a row came from, so two runs of one machine can be told apart.
+# Not in results.csv: the run a row came from (its folder, from the compared folders' common parent: run_names), so
+# two runs of one machine, even in folders named alike, can be told apart.
 SOURCE_COLUMN = "source"
 
 
@@ -189,13 +191,23 @@ def load_results(sources: List[Path]) -> pd.DataFrame:
         raise PlotError("no results given: pass one or more results folders or results.csv files")
     # The same folder named twice would double every point.
     unique = list(dict.fromkeys(results_csv_path(Path(s)).resolve() for s in sources))
-    tables = [read_results(path) for path in unique]
+    tables = [read_results(path).assign(**{SOURCE_COLUMN: name}) for path, name in zip(unique, run_names(unique))]
     combined = pd.concat(tables, ignore_index=True)
     if combined.empty:
         names = ", ".join(str(p) for p in unique)
         raise PlotError(f"no whole result rows in {names}: the sweep wrote no points yet, or every row is damaged "
                         "(said above)")
     return combined
+
+
+def run_names(results_csvs: List[Path]) -> List[str]:
+    """Each run's name in a comparison: its folder's path from the folders' common parent, so two runs in folders
+    named alike (`h200-20261126/headline`, `h200-20261127/headline`) stay two series; one run is its folder's name."""
+    folders = [p.parent for p in results_csvs]
+    if len(folders) < 2:
+        return [f.name for f in folders]
+    common = Path(os.path.commonpath(folders))
+    return [str(f.relative_to(common)) if f != common else f.name for f in folders]
 
 
 def to_numbers(table: pd.DataFrame) -> pd.DataFrame:
@@ -218,12 +230,13 @@ def load_requests(sources: List[Path]) -> Optional[pd.DataFrame]:
     """Every source's requests.csv (one row per timed stream request) as numbers, with the `source` column;
     None when no source has one (a sweep without streams, or results from before requests.csv)."""
     tables = []
-    for path in dict.fromkeys(results_csv_path(Path(s)).resolve() for s in sources):
+    paths = list(dict.fromkeys(results_csv_path(Path(s)).resolve() for s in sources))
+    for path, name in zip(paths, run_names(paths)):
         table = read_checked(path.parent / REQUESTS_CSV, REQUESTS)
         if table is None:
             continue  # optional: the stream charts say what they could not draw
         _fill_layout(table)
         if all(c in table.columns for c in REQUEST_JOIN_COLUMNS + (Q.ttft_ms,)):
-            table[SOURCE_COLUMN] = path.parent.name
+            table[SOURCE_COLUMN] = name
             tables.append(table)
     return to_numbers(pd.concat(tables, ignore_index=True)) if tables else None

@@ -86,6 +86,24 @@ def test_series_columns_add_a_disambiguator_when_points_repeat():
     assert data.with_series(table, ["backend"])["series"].tolist() == ["run", "run2"]
 
 
+def test_two_runs_in_folders_named_alike_stay_two_series(tmp_path):
+    """h200-20261126/headline and h200-20261127/headline: each run is named by its path from the common parent, so
+    neither the default series nor --series backend,source joins them into one zig-zag curve."""
+    first = copy_fixture(tmp_path / "h200-20261126", "headline")
+    second = copy_fixture(tmp_path / "h200-20261127", "headline", speedup=2.0)
+    rows = load_results([first, second])
+    assert set(rows["source"]) == {"h200-20261126/headline", "h200-20261127/headline"}
+    for series in (None, ["backend", "source"]):
+        table = data.with_series(rows, series)
+        assert table.groupby("series")["source"].nunique().max() == 1, series
+        assert table["series"].nunique() == 2 * data.with_series(load_results([first]), series)["series"].nunique()
+    assert load_results([first])["source"].unique().tolist() == ["headline"]  # one run: its folder's name
+    from plots.html.rows import hover_text  # report.html's tooltip says which run a point is from
+
+    hovered = hover_text(to_numbers(data.with_series(rows)).iloc[-1])
+    assert "<br>run h200-20261127/headline<br>" in hovered
+
+
 def test_build_curves_follow_batch_size_and_drop_nan():
     table = to_numbers(data.with_series(synthetic(
         [(CPU, 4, 20, 200, "ok"), (CPU, 1, 10, 100, "ok"), (A100, 1, 2, "", "ok"), (A100, 2, 3, 600, "ok")])))

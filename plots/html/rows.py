@@ -69,9 +69,10 @@ def latency_text(row: pd.Series) -> str:
 
 
 def hover_text(row: pd.Series) -> str:
-    """The point's row, for its hover label: series, status, load and lengths, latency with its interval, then every
-    figure of HOVER_FIGURES the row has."""
+    """The point's row, for its hover label: series, the run it came from, status, load and lengths, latency with its
+    interval, then every figure of HOVER_FIGURES the row has."""
     lines = [f"<b>{html.escape(str(row[data.SERIES]))}</b>",
+             f"run {html.escape(str(row.get(data.SOURCE_COLUMN, '') or '-'))}",
              f"status {html.escape(str(row[R.status]))} · {load_text(row)} · {lengths_text(row)}",
              latency_text(row)]
     figures = [f"{label} {data.fmt(row[column])}{' ' + unit if unit else ''}"
