@@ -13,7 +13,7 @@ from harness.measure.columns.names import R
 from harness.measure.manifest import HARNESS_PACKAGES
 from plots import batch_charts, data, headline_chart, load, roofline_charts, style
 from plots.accuracy import charts as accuracy_charts
-from plots.accuracy.report import accuracy_lines
+from plots.accuracy.report import accuracy_html, accuracy_lines
 from plots.best import render as best
 from plots.best.targets import resolve as resolve_targets
 from plots.charts import Chart, ChartContext, render_jobs
@@ -67,7 +67,7 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
         path = out_dir / REPORT_NAME
         path.write_text(render_markdown(table, charts, sources, where, out_dir, best.markdown_lines(table, *stated)))
         write_html_report(table, sources, out_dir, palette, slo_tpot_ms,  # report.html: hover, filters, sorting
-                          best.html_section(table, *stated))
+                          best.html_section(table, *stated), accuracy_html(table))
     except OSError as e:
         raise PlotError(f"{out_dir}: cannot write the charts ({e.strerror or e})") from None
     return path

@@ -262,6 +262,10 @@ def test_the_report_sets_accuracy_against_throughput_and_marks_the_frontier(tmp_
     assert "| hf-int4 | 16 | 16 | 900 | bs 1 | 0.500 (0.430-0.570) | 200 | - | yes |" in report
     assert "| hf-noisy | 16 | 16 | 585 | bs 1 | 0.900 (0.850-0.940) | 200 | - | yes |" in report
     assert (tmp_path / "plots" / "accuracy_batch.png").stat().st_size > 10_000
+    page = (tmp_path / "plots" / "report.html").read_text()  # report.html's section holds the same rows
+    section = page[page.index('<section id="accuracy">'):]
+    section = section[:section.index("</section>")]
+    assert section.count("<tr data-ids=") == 4 and ">hf-int4<" in section and ">0.500<" in section
 
 
 def test_a_report_without_accuracy_has_no_such_section(tmp_path):

@@ -32,16 +32,17 @@ PLOT_CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove
 
 
 def write_html_report(table: pd.DataFrame, sources: Sequence[Path], out_dir: Path, palette: style.Palette,
-                      slo_tpot_ms: Optional[float] = None, answer: str = "") -> Path:
+                      slo_tpot_ms: Optional[float] = None, answer: str = "", accuracy: str = "") -> Path:
     """report.html (and plotly.min.js, where the folder lacks this version of it) in `out_dir`; returns its path.
 
     `table` is make_report's: every row, numbers converted, with its series; `slo_tpot_ms` the headline's SLO line
-    (headline.slo_per_user); `answer` the best configuration's panel (plots/best/render.py), first after the header."""
+    (headline.slo_per_user); `answer` the best configuration's panel (plots/best/render.py), first after the header;
+    `accuracy` the accuracy-against-throughput section (plots/accuracy/report.py), after the summary."""
     table = headline.with_speeds(table)
     figures = headline_figures(table, palette, slo_tpot_ms) + batch_figures(table, palette) + stream_figures(table, palette)
     write_plotly_js(Path(out_dir))
     path = Path(out_dir) / HTML_NAME
-    path.write_text(render_page(table, sources, figures, answer, Path(out_dir)), encoding="utf-8")
+    path.write_text(render_page(table, sources, figures, answer, Path(out_dir), accuracy), encoding="utf-8")
     return path
 
 
@@ -55,7 +56,7 @@ def write_plotly_js(out_dir: Path) -> Path:
 
 
 def render_page(table: pd.DataFrame, sources: Sequence[Path], figures: List[HtmlFigure], answer: str = "",
-                out_dir: Path = Path(".")) -> str:
+                out_dir: Path = Path("."), accuracy: str = "") -> str:
     ok = data.plotted(table)
     title = f"{model_and_dtype(ok)}: inference benchmark"
     body = [f"<header><h1>{html.escape(title)}</h1>{_sources_html(sources, out_dir)}"
@@ -63,7 +64,7 @@ def render_page(table: pd.DataFrame, sources: Sequence[Path], figures: List[Html
             "Hover a point for its row; click a legend entry to hide a series; drag to zoom.</p></header>",
             answer, _filters_html(table), *_figure_sections(figures),
             '<section><h2>Summary</h2><p class="note">Per series and length pair, at its peak throughput. '
-            f"Click a column to sort.</p>{tables.summary_table(table)}</section>",
+            f"Click a column to sort.</p>{tables.summary_table(table)}</section>", accuracy,
             f"<section><h2>Every point</h2>{tables.points_table(table)}</section>"]
     rows_json = json.dumps(row_data.rows_json(table)).replace("</", "<\\/")
     return "\n".join([

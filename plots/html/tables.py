@@ -122,13 +122,11 @@ def summary_table(table: pd.DataFrame) -> str:
 
 
 def _latency_ci_cell(row: pd.Series) -> str:
-    """The 95% interval's half-width as a share of the mean latency (`±4.2%`), sorted by that share."""
-    low, high, mean = (pd.to_numeric(row.get(c), errors="coerce") for c in
-                       (R.latency_ms_ci95_low, R.latency_ms_ci95_high, R.latency_ms_mean))
-    if pd.isna(low) or pd.isna(high) or pd.isna(mean) or not mean:
+    """The 95% interval's half-width as a share of the mean latency (`±4.2%`, report.md's), sorted by that share."""
+    percent = ci_percent(row)
+    if percent is None:
         return number_cell(None)
-    share = (high - low) / 2 / mean
-    return number_cell(share, f"±{share:.1%}{'*' if row.get(R.converged) == 'false' else ''}")
+    return number_cell(percent, f"±{percent:.1f}%{'*' if row.get(R.converged) == 'false' else ''}")
 
 
 def _summary_groups(table: pd.DataFrame) -> List[Tuple[tuple, pd.DataFrame]]:
