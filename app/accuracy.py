@@ -19,12 +19,12 @@ def with_accuracy(plans: List[EntryPlan], config: SweepConfig, model: ModelSpec)
     entry that runs one sequence at a time (hf's assisted generation) answers them one at a time. lm-eval's tasks
     need an entry that serves them (an openai entry's server)."""
     tasks, wanted = load_tasks(config.accuracy, model), config.accuracy.batch_size
-    lm_eval = plan_lm_eval(config.accuracy, model)
     served = [plan for plan in plans if plan.backend_cls.serves_lm_eval and any(p.skip_reason is None
                                                                                  for p in plan.points)]
-    if lm_eval is not None and not served:
+    if config.accuracy.lm_eval_tasks and not served:  # before lm-eval is asked for its task list (seconds)
         raise UserError("accuracy.lm_eval_tasks: lm-eval scores through a server, and no entry of this sweep runs "
                         "one (an openai entry in a stream sweep)")
+    lm_eval = plan_lm_eval(config.accuracy, model)
     for plan in plans:
         batched = dataclasses.replace(plan.points[0].point, batch_size=wanted)
         plan.accuracy_tasks, plan.lm_eval = tasks, lm_eval

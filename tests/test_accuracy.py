@@ -140,9 +140,6 @@ def test_a_task_file_that_is_not_utf8_is_refused(tmp_path, capsys):
                                                                 "(chat) or none"),
     ("'{task}'", ", lm_eval_tasks: [gsm8k]", "accuracy.lm_eval_tasks: lm-eval scores through a server, and no entry "
                                              "of this sweep runs one (an openai entry in a stream sweep)"),
-    ("'{task}'", ", lm_eval_tasks: [gsm8kk], lm_eval_include: '{folder}'",
-     "accuracy.lm_eval_tasks[0]: 'gsm8kk' is not an lm-evaluation-harness task or group; did you mean 'gsm8k'? "
-     "(`lm_eval ls tasks` lists them; a task of your own goes in accuracy.lm_eval_include)"),
 ])
 def test_a_bad_section_is_one_line(tmp_path, capsys, tasks, extra, says):
     (tmp_path / "folder").mkdir()
@@ -152,6 +149,19 @@ def test_a_bad_section_is_one_line(tmp_path, capsys, tasks, extra, says):
     names = dict(folder=tmp_path / "folder", task=task, again=again)
     extra = extra.replace("{task}", str(task)).replace("{folder}", str(names["folder"]))  # its other braces are YAML
     assert refused(tmp_path, capsys, tasks.format(**names), extra) == says.format(**names)
+
+
+def test_an_unknown_lm_eval_task_is_named_with_the_nearest_one(tmp_path, capsys):
+    """Checked against lm-eval's own task list before any engine loads, in a sweep with a server to score through."""
+    (tmp_path / "mine").mkdir()
+    served = SWEEP.replace("backends: [{{name: hf, device: cpu}}]\nbatch_sizes: [1]",
+                           "scenario: stream\nstream: {{request_rates: [1], num_requests: 4}}\n"
+                           "backends: [{{name: openai, base_url: 'http://127.0.0.1:9'}}]")
+    task = write_task(tmp_path / "digits.jsonl", EXAMPLES)
+    says = refused(tmp_path, capsys, str(task), f"{NONE}, lm_eval_tasks: [gsm8kk], lm_eval_include: '{tmp_path}/mine'",
+                   sweep=served)
+    assert says == ("accuracy.lm_eval_tasks[0]: 'gsm8kk' is not an lm-evaluation-harness task or group; did you mean "
+                    "'gsm8k'? (`lm_eval ls tasks` lists them; a task of your own goes in accuracy.lm_eval_include)")
 
 
 def test_lm_eval_tasks_need_lm_eval_installed(tmp_path, capsys, monkeypatch):
