@@ -16,22 +16,15 @@ PERCENTILES = (50, 90, 99)  # the latency percentiles results.csv holds
 
 @dataclass(frozen=True)
 class Targets:
+    """Each made from checked values: a manifest's section (`from_section`), a stream's validated slo (`from_slo`) or
+    --best's flags (checked by plots/__main__.py)."""
+
     ttft_ms: Optional[float] = None  # time to first token at `percentile`, at most
     tpot_ms: Optional[float] = None  # time per output token at `percentile`, at most
     percentile: int = 99
     min_user_tokens_per_s: Optional[float] = None  # output tokens/s one user sees, at least
     max_cost_per_m_tokens: Optional[float] = None  # cost per million output tokens, at most
     max_accuracy_drop: Optional[float] = None  # accuracy_delta at least minus this (where accuracy was measured)
-
-    def __post_init__(self):
-        if self.percentile not in PERCENTILES:
-            raise PlotError(f"target percentile: {self.percentile!r} is not one of {', '.join(map(str, PERCENTILES))} "
-                            "(the percentiles results.csv holds)")
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name != "percentile" and value is not None and not (isinstance(value, (int, float))
-                                                                     and math.isfinite(value) and value > 0):
-                raise PlotError(f"target {f.name}: must be a finite number above 0, got {value!r}")
 
     @property
     def stated(self) -> bool:
