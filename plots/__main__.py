@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{','.join(data.DEFAULT_SERIES_COLUMNS)}); choose from {','.join(data.SERIES_CHOICES)}")
     parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                         help="keep rows whose column KEY equals VALUE (VALUE may be a,b for either); repeatable")
-    parser.add_argument("--slo-tpot-ms", type=_positive_ms, metavar="MS",
+    parser.add_argument("--slo-tpot-ms", type=_positive("ms"), metavar="MS",
                         help="a TPOT target: the per-GPU vs per-user chart draws it as a line at 1000/MS tokens/s "
                         "(default: the stream points' own slo_tpot_ms, when they share one)")
     parser.add_argument("--format", default=None, help=f"comma-separated, from {','.join(FORMATS)} (default png); "
@@ -79,6 +79,7 @@ TARGET_FLAGS = (("ttft-ms", "ms", "time to first token at the percentile, at mos
 
 
 def _positive(unit: str):
+    """An argparse type: a finite number above 0 in `unit`, else one line saying so."""
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -94,16 +95,6 @@ def _percentile(text: str) -> int:
     if text.strip() not in {str(p) for p in PERCENTILES}:
         raise argparse.ArgumentTypeError(f"must be one of {', '.join(map(str, PERCENTILES))}, got {text!r}")
     return int(text)
-
-
-def _positive_ms(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a finite number of milliseconds above 0, got {text!r}")
-    return value
 
 
 def default_out_dir(results: List[Path]) -> Path:

@@ -74,4 +74,4 @@ def test_two_folders_draw_one_chart_per_workload_with_each_hardware_and_the_slo(
 def test_a_bad_slo_is_one_line():
     result = run_plots(FIXTURE, "--out", "/nonexistent/never", "--slo-tpot-ms", "0")
     assert result.returncode == 2 and result.stderr == (
-        "error: argument --slo-tpot-ms: must be a finite number of milliseconds above 0, got '0'\n")
+        "error: argument --slo-tpot-ms: must be a finite number (ms) above 0, got '0'\n")
