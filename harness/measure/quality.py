@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from harness.errors import one_line
 from harness.measure.records import PointResult, point_key
 from harness.measure.stats import difference, wilson
 from harness.plan.entry import EntryPlan
@@ -188,7 +189,7 @@ def score_lm_eval(backend, plan: EntryPlan) -> Dict[str, object]:
     try:
         return backend.score_lm_eval(plan.lm_eval)
     except Exception as e:  # lm-eval's or the server's error, whatever its type
-        return {"lm_eval": f"failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+        return {"lm_eval": f"failed: {one_line(e)}"}
 
 
 def score_text(backend, plan: EntryPlan) -> Tuple[Optional[float], Dict[str, object]]:
@@ -199,7 +200,7 @@ def score_text(backend, plan: EntryPlan) -> Tuple[Optional[float], Dict[str, obj
     try:
         value = backend.perplexity(plan.perplexity_ids, plan.perplexity_window)
     except Exception as e:
-        return None, {"perplexity": f"failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+        return None, {"perplexity": f"failed: {one_line(e)}"}
     if value is None:
         return None, {"perplexity": f"not scored: {plan.options.name} has no forward to score with"}
     return value, {"perplexity": value, "perplexity_tokens": len(plan.perplexity_ids),
@@ -246,7 +247,7 @@ def score_tasks(backend, tasks: Sequence[AccuracyTask], batch_size: int, scenari
             scores.append(TaskScore(task.name, len(task.prompts),
                                     sum(answered(g, a, task.stop_ids) for g, a in zip(generated, task.answers))))
     except Exception as e:  # the engine's own error, whatever its type: the timed points still run
-        return None, {"accuracy": f"failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+        return None, {"accuracy": f"failed: {one_line(e)}"}
     s = tasks[0].sampling
     decoding = "greedy" if s.greedy else f"sampled (temperature {s.temperature:g}, top_p {s.top_p:g}, top_k {s.top_k})"
     examples = f"{batch_size} example{'s' * (batch_size != 1)}"
