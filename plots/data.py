@@ -10,6 +10,7 @@ What only stream rows need (their groups, rate axis, SLO and batching) is in str
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -139,6 +140,19 @@ def require_plottable(table: pd.DataFrame) -> None:
     counts = table[R.status].replace("", "unknown").value_counts()
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
     raise PlotError(f"nothing to plot: none of the {len(table)} points ended ok ({summary})")
+
+
+def results_table(sources: Sequence[Path], series: Optional[Sequence[str]], where: Optional[Dict[str, str]]
+                  ) -> pd.DataFrame:
+    """The rows a report (and `--best`) reads: every source's results.csv, filtered by --where, with its series, as
+    numbers; PlotError for an unknown column or when no point ended ok."""
+    from plots.load import load_results, to_numbers
+
+    if series is not None:
+        check_series_columns(series)
+    table = apply_where(load_results(list(sources)), where)
+    require_plottable(table)
+    return to_numbers(with_series(table, series))
 
 
 def describe_dropped(rows: pd.DataFrame, with_lengths: bool = False,

@@ -47,11 +47,7 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
     """
     formats = check_formats(formats.split(",") if isinstance(formats, str) else formats)
     sources = [sources] if isinstance(sources, (str, Path)) else list(sources)
-    if series is not None:
-        data.check_series_columns(series)
-    table = data.apply_where(load.load_results(sources), where)
-    data.require_plottable(table)
-    table = load.to_numbers(data.with_series(table, series))
+    table = data.results_table(sources, series, where)
     batch_sizes = data.of_scenario(table, BATCH)[R.batch_size].dropna().astype(int)  # none for streams
     palette = style.Palette.build(data.series_order(table), batch_sizes)
     out_dir = Path(out_dir)

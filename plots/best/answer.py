@@ -55,25 +55,25 @@ def checks(row: pd.Series, targets: Targets) -> List[Check]:
         if stated is not None:
             out.append(Check(f"{kind.upper()} p{p}", _latency(row, kind, p), stated, True, " ms"))
     if targets.min_user_tokens_per_s is not None:
-        out.append(Check("tokens/s per user", _number(row, R.output_tokens_per_s_per_user),
+        out.append(Check("tokens/s per user", number(row, R.output_tokens_per_s_per_user),
                          targets.min_user_tokens_per_s, False, ""))
     if targets.max_cost_per_m_tokens is not None:
-        out.append(Check("cost per million output tokens", _number(row, R.cost_per_million_output_tokens),
+        out.append(Check("cost per million output tokens", number(row, R.cost_per_million_output_tokens),
                          targets.max_cost_per_m_tokens, True, ""))
-    if targets.max_accuracy_drop is not None and not math.isnan(_number(row, R.accuracy_delta)):
-        out.append(Check("accuracy change", -_number(row, R.accuracy_delta), targets.max_accuracy_drop, True, ""))
+    if targets.max_accuracy_drop is not None and not math.isnan(number(row, R.accuracy_delta)):
+        out.append(Check("accuracy change", -number(row, R.accuracy_delta), targets.max_accuracy_drop, True, ""))
     return out
 
 
 def _latency(row: pd.Series, kind: str, percentile: int) -> float:
     if row.get(R.scenario) != STREAM:
-        per_sequence = _number(row, f"request_{kind}_ms_p{percentile}")
+        per_sequence = number(row, f"request_{kind}_ms_p{percentile}")
         if not math.isnan(per_sequence):
             return per_sequence
-    return _number(row, f"{kind}_ms_p{percentile}")
+    return number(row, f"{kind}_ms_p{percentile}")
 
 
-def _number(row: pd.Series, column: str) -> float:
+def number(row: pd.Series, column: str) -> float:
     value = pd.to_numeric(row.get(column), errors="coerce")
     return float("nan") if value is None or pd.isna(value) else float(value)
 
@@ -118,11 +118,16 @@ def _answer(rows: pd.DataFrame, targets: Targets, group: Dict[str, object]) -> A
     return Answer(group, best, runner, _beyond(best, runner), points_considered=len(rows))
 
 
+def per_gpu_interval(row: pd.Series) -> Tuple[float, float]:
+    """The point's 95% throughput interval over its devices (NaN where it has none)."""
+    devices = number(row, R.num_devices)
+    return (number(row, R.throughput_tokens_per_s_ci95_low) / devices,
+            number(row, R.throughput_tokens_per_s_ci95_high) / devices)
+
+
 def _beyond(best: pd.Series, runner: Optional[pd.Series]) -> Optional[bool]:
-    """Whether the winner's per-GPU throughput interval lies wholly above the runner-up's (the point's throughput
-    interval over its devices)."""
+    """Whether the winner's per-GPU throughput interval lies wholly above the runner-up's."""
     if runner is None:
         return None
-    low = _number(best, R.throughput_tokens_per_s_ci95_low) / _number(best, R.num_devices)
-    high = _number(runner, R.throughput_tokens_per_s_ci95_high) / _number(runner, R.num_devices)
+    low, high = per_gpu_interval(best)[0], per_gpu_interval(runner)[1]
     return None if math.isnan(low) or math.isnan(high) else low > high

@@ -12,7 +12,7 @@ import pandas as pd
 
 from harness.measure.columns.names import R
 from plots import data
-from plots.best.answer import Answer, answers, checks
+from plots.best.answer import Answer, answers, checks, number, per_gpu_interval
 from plots.headline import PER_GPU, PER_USER
 from plots.best.targets import Targets
 from plots.data import SERIES, fmt
@@ -24,19 +24,17 @@ def figures(row: Optional[pd.Series], targets: Targets) -> Optional[Dict[str, ob
     """A point as the answer names it: its configuration, load and the figures the targets judge."""
     if row is None:
         return None
-    number = lambda column: _float(row.get(column))  # noqa: E731
-    devices = number(R.num_devices)
-    low, high = (number(c) / devices for c in (R.throughput_tokens_per_s_ci95_low, R.throughput_tokens_per_s_ci95_high))
+    low, high = per_gpu_interval(row)
     judged = {c.name: (None if math.isnan(c.value) else c.value) for c in checks(row, targets)}
     # keyed by results.csv's own names, where a key is that column's value
     return {"configuration": str(row[SERIES]), R.backend: str(row[R.backend]), R.hardware: str(row[R.hardware]),
             R.num_devices: _int(row.get(R.num_devices)), R.tp_size: _int(row.get(R.tp_size)),
             "load": data.load_text(row), R.batch_size: _int(row.get(R.batch_size)),
-            R.request_rate: _none_if_nan(number(R.request_rate)),
-            R.output_tokens_per_s_per_gpu: number(PER_GPU),
+            R.request_rate: _none_if_nan(number(row, R.request_rate)),
+            R.output_tokens_per_s_per_gpu: number(row, PER_GPU),
             "output_tokens_per_s_per_gpu_ci95": None if math.isnan(low) or math.isnan(high) else [low, high],
-            R.cost_per_million_output_tokens: _none_if_nan(number(R.cost_per_million_output_tokens)),
-            R.output_tokens_per_s_per_user: _none_if_nan(number(PER_USER)),
+            R.cost_per_million_output_tokens: _none_if_nan(number(row, R.cost_per_million_output_tokens)),
+            R.output_tokens_per_s_per_user: _none_if_nan(number(row, PER_USER)),
             "judged": judged, "source": str(row.get(data.SOURCE_COLUMN, "") or "")}
 
 
@@ -108,21 +106,14 @@ def markdown_lines(table: pd.DataFrame, targets: Targets, origin: str) -> List[s
 
 
 def _per_gpu_text(row: pd.Series) -> str:
-    devices = _float(row.get(R.num_devices))
-    low = _float(row.get(R.throughput_tokens_per_s_ci95_low)) / devices
-    high = _float(row.get(R.throughput_tokens_per_s_ci95_high)) / devices
+    low, high = per_gpu_interval(row)
     interval = "" if math.isnan(low) or math.isnan(high) else f" ({fmt(low)}-{fmt(high)})"
     return fmt(row[PER_GPU]) + interval
 
 
 def _cost(row: pd.Series) -> str:
-    cost = _float(row.get(R.cost_per_million_output_tokens))
+    cost = number(row, R.cost_per_million_output_tokens)
     return "" if math.isnan(cost) else f", {fmt(cost)} per million output tokens"
-
-
-def _float(value: object) -> float:
-    number = pd.to_numeric(value, errors="coerce")
-    return float("nan") if number is None or pd.isna(number) else float(number)
 
 
 def _none_if_nan(value: float) -> Optional[float]:
@@ -130,21 +121,16 @@ def _none_if_nan(value: float) -> Optional[float]:
 
 
 def _int(value: object) -> Optional[int]:
-    number = _float(value)
-    return None if math.isnan(number) else int(number)
+    found = pd.to_numeric(value, errors="coerce")
+    return None if found is None or pd.isna(found) else int(found)
 
 
 def best_output(sources: List[Path], series: Optional[List[str]], where: Optional[Dict[str, str]],
                 overrides: Dict[str, Optional[float]], form: str) -> str:
     """`python -m plots RESULTS... --best`: the answer alone, as text or JSON, from the same rows the report reads."""
     from plots.best.targets import resolve
-    from plots.load import load_results, to_numbers
 
-    if series is not None:
-        data.check_series_columns(series)
-    table = data.apply_where(load_results(sources), where)
-    data.require_plottable(table)
-    table = to_numbers(data.with_series(table, series))
+    table = data.results_table(sources, series, where)
     targets, origin = resolve(sources, overrides)
     if form == "json":
         return json.dumps(as_json(table, targets, origin), indent=2)
