@@ -25,10 +25,12 @@ docs-build: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $${TMPDIR:-/tmp}/llm-bench-site
 
 # docs/demo/: the CPU demo's report and charts from a fresh run of yamls/cpu-tiny.yaml (about 3 minutes here).
+# The docs' demo: its report, and its console (console.txt), which README.md and first-sweep.md quote from
+# (tests/test_docs.py holds them to it), so every quoted figure is this one run's.
 docs-demo: setup
 	rm -rf results/docs-demo
-	$(PY) benchmark.py yamls/cpu-tiny.yaml --output-dir results/docs-demo
-	rm -rf docs/demo && cp -r results/docs-demo/plots docs/demo
+	bash -o pipefail -c '$(PY) benchmark.py yamls/cpu-tiny.yaml --output-dir results/docs-demo 2>&1 | tee results/docs-demo.console.txt'
+	rm -rf docs/demo && cp -r results/docs-demo/plots docs/demo && mv results/docs-demo.console.txt docs/demo/console.txt
 
 # Real prompts (the example chats through the tiny model's chat template), sampled, on hf and vllm.
 demo-prompts: setup

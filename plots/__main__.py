@@ -1,5 +1,6 @@
 """`python -m plots RESULTS... [--out DIR] [--series COLS] [--where key=value ...] [--slo-tpot-ms MS]
-[--format png,svg] [target flags]`, or `python -m plots RESULTS... --best [target flags] [--format text|json]`.
+[--format png,svg] [--html-standalone] [target flags]`, or
+`python -m plots RESULTS... --best [target flags] [--format text|json]`.
 
 `python -m plots compare BASE NEW ...` compares two runs instead (plots/compare_report.py).
 Exit codes: 0 report written; 2 bad input (one `error:` line on stderr, no traceback).
@@ -30,6 +31,7 @@ examples:
   python -m plots results/run --series backend,tp_size --where input_length=512 --format png,svg
   python -m plots compare results/before results/after --fail-on-regression   # exit 1 if a point is slower
   python -m plots results/a100 results/h100 --best --tpot-ms 50 --ttft-ms 2000 --format json
+  python -m plots results/run --out /tmp/share --html-standalone    # /tmp/share/report.html: one file to send
 
 exit codes: 0 report written; 1 compare --fail-on-regression found a slower point; 2 bad input (one error: line)
 """
@@ -50,8 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("results", nargs="+", type=path_argument, help="results folders or results.csv files")
     parser.add_argument("--out", type=path_argument, help="output folder (default: RESULTS/plots for one results "
                                                           "folder)")
+    # The choices joined with spaces: argparse wraps help at spaces, and one long word would be cut mid-name.
     parser.add_argument("--series", help="comma-separated columns naming a curve (default: "
-                        f"{','.join(data.DEFAULT_SERIES_COLUMNS)}); choose from {','.join(data.SERIES_CHOICES)}")
+                        f"{','.join(data.DEFAULT_SERIES_COLUMNS)}); choose from {', '.join(data.SERIES_CHOICES)}")
     parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                         help="keep rows whose column KEY equals VALUE (VALUE may be a,b for either); repeatable")
     parser.add_argument("--slo-tpot-ms", type=_positive("ms"), metavar="MS",
@@ -59,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the stream points' own slo_tpot_ms, when they share one)")
     parser.add_argument("--format", default=None, help=f"comma-separated, from {','.join(FORMATS)} (default png); "
                         "with --best: text (default) or json")
+    parser.add_argument("--html-standalone", action="store_true", help="report.html with plotly.js inside it: one "
+                        "file (about 5 MB) to attach or mail, no plotly.min.js beside it")
     best = parser.add_argument_group("the best configuration at your targets (report.md's first section; --best "
                                      "prints it alone). Each flag overrides the sweep's own `target`")
     best.add_argument("--best", action="store_true", help="print the best configuration at the targets, per model, "
@@ -121,7 +126,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 0
         out_dir = args.out or default_out_dir(args.results)
         report = make_report(args.results, out_dir, series, data.parse_where(args.where),
-                             tuple((args.format or "png").split(",")), args.slo_tpot_ms, targets)
+                             tuple((args.format or "png").split(",")), args.slo_tpot_ms, targets,
+                             args.html_standalone)
     except (PlotError, UserError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

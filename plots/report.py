@@ -38,9 +38,11 @@ REPORT_NAME = "report.md"
 
 def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] = None,
                 where: Optional[Dict[str, str]] = None, formats: Tuple[str, ...] = ("png",),
-                slo_tpot_ms: Optional[float] = None, targets: Optional[Dict[str, Optional[float]]] = None) -> Path:
+                slo_tpot_ms: Optional[float] = None, targets: Optional[Dict[str, Optional[float]]] = None,
+                html_standalone: bool = False) -> Path:
     """Draw every chart of the results in `sources` into `out_dir` and write report.md; returns its path. `targets`:
-    --best's flags, over the sweeps' own targets, for report.md's first section (plots/best/).
+    --best's flags, over the sweeps' own targets, for report.md's first section (plots/best/); `html_standalone`:
+    report.html with plotly.js inside it, one file to share (plots/html/page.py).
 
     Raises PlotError (one-line message) for a missing folder or results.csv, an unknown --series or
     --where column, or results with no `ok` point.
@@ -63,7 +65,7 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
         path = out_dir / REPORT_NAME
         path.write_text(render_markdown(table, charts, sources, where, out_dir, best.markdown_lines(table, *stated)))
         write_html_report(table, sources, out_dir, palette, slo_tpot_ms,  # report.html: hover, filters, sorting
-                          best.html_section(table, *stated), accuracy_html(table))
+                          best.html_section(table, *stated), accuracy_html(table), html_standalone)
     except OSError as e:
         raise PlotError(f"{out_dir}: cannot write the charts ({e.strerror or e})") from None
     return path

@@ -70,6 +70,27 @@ def test_the_demo_report_shows_the_demo_yamls_entries():
     assert series == {entry.entry_label for entry in config.backends}
 
 
+DEMO_CONSOLE = DOCS / "demo" / "console.txt"
+DEMO_FOLDER = "results/cpu-tiny-<YYYYmmdd-HHMMSS>"  # as `make demo` names it; docs-demo's run wrote results/docs-demo
+
+
+def quoted_console(page: Path, after: str) -> list:
+    """The lines of the first ```text block after `after` on `page`, without its `...` abridgements."""
+    block = page.read_text().split(after, 1)[1].split("```text\n", 1)[1].split("\n```", 1)[0]
+    return [line.strip().replace(DEMO_FOLDER, "results/docs-demo") for line in block.splitlines()
+            if line.strip() != "..."]
+
+
+@pytest.mark.parametrize("page, after", [(README, "## The CPU demo"),
+                                         (DOCS / "getting-started" / "first-sweep.md", "## What it prints")])
+def test_the_demo_console_quoted_is_the_demo_reports_run(page, after):
+    """Every console line the README and "Your first sweep" quote is a line of docs/demo/console.txt: `make
+    docs-demo` writes it with the report the pages link, so the quoted figures and that report are one run's."""
+    printed = {line.strip() for line in DEMO_CONSOLE.read_text().splitlines()}
+    quoted = quoted_console(page, after)
+    assert len(quoted) >= 5 and [line for line in quoted if line not in printed] == []
+
+
 def section(page: Path, heading: str) -> str:
     """The text under `heading` up to the next heading of the same level."""
     level = heading.split(" ", 1)[0]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from plotly.offline import get_plotlyjs
 
 from plots import data
 from plots.html import page
@@ -28,7 +29,7 @@ from tests.test_plots_stream import write_stream_folder
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS_SCREENSHOT = REPO / "docs" / "images" / "report-html.png"
-MAX_REPORT_BYTES = 200_000  # report.html without plotly.js: the fixture's is about 55 kB
+MAX_REPORT_BYTES = 200_000  # report.html without plotly.js: the fixture's is about 60 kB
 INSTALL_HINT = "apt-get install chromium chromium-driver (as root; make setup does it), then rerun"
 pytestmark = pytest.mark.engine
 
@@ -59,14 +60,21 @@ def reports(tmp_path_factory):
     root = tmp_path_factory.mktemp("html")
     other = copy_fixture(root, "a100", hardware=A100, speedup=10.0)
     write_stream_folder(root / "streams")
-    sources = {"cpu-tiny": [FIXTURE], "two-folders": [FIXTURE, other], "stream": [root / "streams"]}
+    sources = {"cpu-tiny": [FIXTURE], "two-folders": [FIXTURE, other], "stream": [root / "streams"],
+               "standalone": [FIXTURE]}
+    flags = {"standalone": ["--html-standalone"]}
     # The fixture named as a user in the repository would (the page lists its folders: the docs' picture too).
     running = {name: plots_cli(*[f.relative_to(REPO) if f.is_relative_to(REPO) else f for f in folders],
-                               "--out", root / name) for name, folders in sources.items()}
+                               "--out", root / name, *flags.get(name, [])) for name, folders in sources.items()}
     for name, proc in running.items():
         _, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 0, f"{name}: {stderr}"
-    return {name: (root / name / page.HTML_NAME, folders) for name, folders in sources.items()}
+    # The standalone page sent on its own: moved into a folder with nothing else in it.
+    alone = root / "mailed"
+    alone.mkdir()
+    (root / "standalone" / page.HTML_NAME).rename(alone / page.HTML_NAME)
+    return {name: ((alone if name == "standalone" else root / name) / page.HTML_NAME, folders)
+            for name, folders in sources.items()}
 
 
 # -- the files, without a browser --------------------------------------------------------------------------
@@ -81,6 +89,16 @@ def test_report_html_is_written_beside_report_md_small_and_offline(reports, name
     assert text.count(f'<script src="{page.PLOTLY_JS}"></script>') == 1
     assert "http://" not in text and "https://" not in text  # no CDN, no font, no link out
     assert (folder / page.PLOTLY_JS).stat().st_size > 1_000_000  # plotly.js itself, once, as a file
+
+
+def test_a_standalone_report_is_one_file_with_plotly_inside(reports):
+    html_path, _ = reports["standalone"]
+    text = html_path.read_text()
+    assert f'src="{page.PLOTLY_JS}"' not in text and "Plotly" in text and len(text.encode()) > 1_000_000
+    assert not (reports["cpu-tiny"][0].parent.parent / "standalone" / page.PLOTLY_JS).exists()  # nothing beside it
+    own = text.replace(get_plotlyjs(), "")  # plotly's bundle names URLs it never fetches here: the browser test checks
+    assert "<script></script>" in own and "http://" not in own and "https://" not in own
+    assert [p.name for p in html_path.parent.iterdir()] == [page.HTML_NAME]
 
 
 def test_a_stream_report_has_rate_charts_and_its_slo_line(reports):
@@ -165,7 +183,7 @@ def click_filter(driver, key: str, value: str) -> None:
     driver.execute_script("return window.reportFilters.apply()")  # the promise: wait until every chart is redrawn
 
 
-@pytest.mark.parametrize("name", ["cpu-tiny", "two-folders", "stream"])
+@pytest.mark.parametrize("name", ["cpu-tiny", "two-folders", "stream", "standalone"])
 def test_the_report_opens_offline_with_no_console_error(browser, reports, name, tmp_path):
     html_path, folders = reports[name]
     open_report(browser, html_path)

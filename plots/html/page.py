@@ -3,7 +3,8 @@ hardware and lengths, and the summary tables sortable; it opens from file:// wit
 
 plotly.js is written once per folder as plotly.min.js beside the page (about 4.8 MB), and every figure is drawn from
 it (`include_plotlyjs=False`); the page itself holds only the figures' data, the tables, and report.js (the filters
-and sorting, no charting) with report.css inline.
+and sorting, no charting) with report.css inline. `standalone` (`python -m plots --html-standalone`) puts plotly.js
+inside the page instead: one file to attach or mail, about 4.9 MB, that opens anywhere with nothing beside it.
 """
 
 from __future__ import annotations
@@ -32,17 +33,21 @@ PLOT_CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove
 
 
 def write_html_report(table: pd.DataFrame, sources: Sequence[Path], out_dir: Path, palette: style.Palette,
-                      slo_tpot_ms: Optional[float] = None, answer: str = "", accuracy: str = "") -> Path:
-    """report.html (and plotly.min.js, where the folder lacks this version of it) in `out_dir`; returns its path.
+                      slo_tpot_ms: Optional[float] = None, answer: str = "", accuracy: str = "",
+                      standalone: bool = False) -> Path:
+    """report.html (and plotly.min.js, where the folder lacks this version of it and the page is not `standalone`)
+    in `out_dir`; returns its path.
 
     `table` is make_report's: every row, numbers converted, with its series; `slo_tpot_ms` the headline's SLO line
     (headline.slo_per_user); `answer` the best configuration's panel (plots/best/render.py), first after the header;
     `accuracy` the accuracy-against-throughput section (plots/accuracy/report.py), after the summary."""
     table = headline.with_speeds(table)
     figures = headline_figures(table, palette, slo_tpot_ms) + batch_figures(table, palette) + stream_figures(table, palette)
-    write_plotly_js(Path(out_dir))
+    if not standalone:
+        write_plotly_js(Path(out_dir))
     path = Path(out_dir) / HTML_NAME
-    path.write_text(render_page(table, sources, figures, answer, Path(out_dir), accuracy), encoding="utf-8")
+    page = render_page(table, sources, figures, answer, Path(out_dir), accuracy, standalone)
+    path.write_text(page, encoding="utf-8")
     return path
 
 
@@ -56,11 +61,13 @@ def write_plotly_js(out_dir: Path) -> Path:
 
 
 def render_page(table: pd.DataFrame, sources: Sequence[Path], figures: List[HtmlFigure], answer: str = "",
-                out_dir: Path = Path("."), accuracy: str = "") -> str:
+                out_dir: Path = Path("."), accuracy: str = "", standalone: bool = False) -> str:
     ok = data.plotted(table)
     title = f"{model_and_dtype(ok)}: inference benchmark"
+    where = " (in the folder this page was written to)" if standalone else ""  # a mailed page has no folder
     body = [f"<header><h1>{html.escape(title)}</h1>{_sources_html(sources, out_dir)}"
-            f'<p class="note">The static charts and every section of the report: <a href="report.md">report.md</a>. '
+            f'<p class="note">The static charts and every section of the report: <a href="report.md">report.md</a>'
+            f"{where}. "
             "Hover a point for its row; click a legend entry to hide a series; drag to zoom.</p></header>",
             answer, _filters_html(table), *_figure_sections(figures),
             '<section><h2>Summary</h2><p class="note">Per series and length pair, at its peak throughput. '
@@ -69,10 +76,16 @@ def render_page(table: pd.DataFrame, sources: Sequence[Path], figures: List[Html
     rows_json = json.dumps(row_data.rows_json(table)).replace("</", "<\\/")
     return "\n".join([
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title>", f'<script src="{PLOTLY_JS}"></script>',
+        f"<title>{html.escape(title)}</title>", _plotly_script(standalone),
         f"<style>\n{(ASSETS / 'report.css').read_text()}</style>\n</head>\n<body>", *body,
         f'<script type="application/json" id="report-rows">{rows_json}</script>',
         f"<script>\n{(ASSETS / 'report.js').read_text()}</script>\n</body>\n</html>\n"])
+
+
+def _plotly_script(standalone: bool) -> str:
+    """plotly.js by reference to the folder's copy, or inside the page (plotly's own to_html inlines it the same
+    way: the minified bundle holds no closing script tag)."""
+    return f"<script>{get_plotlyjs()}</script>" if standalone else f'<script src="{PLOTLY_JS}"></script>'
 
 
 def _sources_html(sources: Sequence[Path], out_dir: Path) -> str:
