@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup typecheck test-fast test-times test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time sweep-startup digits-model agree-vllm agree-serve agree-clients client-capacity clean
+.PHONY: setup typecheck test-fast test-times test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time sweep-startup digits-model agree-vllm agree-serve agree-apis agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -150,6 +150,10 @@ agree-vllm: setup
 # The openai backend vs vLLM's own serving benchmark on one vllm serve, same stream, alternated (target within 10%).
 agree-serve: setup
 	$(PY) benchmarks/agree_serve.py
+
+# The Responses and Messages APIs vs the chat API on one vllm serve, same conversations, rotated (target within 10%).
+agree-apis: setup
+	$(PY) benchmarks/agree_apis.py
 
 # The openai backend vs aiperf (in .venv-aiperf, made on first use) on one vllm serve, alternated (target within 5%).
 agree-clients: setup

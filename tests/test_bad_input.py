@@ -132,8 +132,12 @@ CASES = {
                "layers_of_target: 1}}"],
         "backends[0].speculative.draft: method draft needs exactly one of draft.preset, draft.name_or_path, "
         "draft.layers_of_target, got preset, layers_of_target"),
-    "bad endpoint": ([STREAM, "backends.3.endpoint=responses"],
-                     "backends[3].endpoint: 'responses' is not one of completions, chat"),
+    "bad endpoint": ([STREAM, "backends.3.endpoint=response"],
+                     "backends[3].endpoint: 'response' is not one of completions, chat, responses, messages"),
+    "messages without a prompt file": (
+        [STREAM, "backends.3.endpoint=messages"],
+        "backends[3].endpoint: messages sends a prompt file's messages, but workload.prompts is random (token ids, "
+        "which go to endpoint: completions); set workload.prompts to a prompt file"),
     "bad extensions": ([STREAM, "backends.3.extensions=sglang"],
                        "backends[3].extensions: 'sglang' is not one of vllm, transformers, none"),
     "chat without a prompt file": (

@@ -39,10 +39,20 @@ def make_backend(model, **options) -> OpenAIBackend:
     return OpenAIBackend(opts, model, SweepShape(0, 128, 64, scenario="stream"))
 
 
+# The tokenizer's own size: every token the random weights pick decodes to text. The Responses and Messages APIs
+# send an event only for a token with text (yamls/cpu-servers.yaml says the same of transformers serve).
+TOKENIZER_VOCAB = 3747
+
+
 @pytest.fixture(scope="module")
-def server(model):
-    """One vLLM server for the module: started by load(), always stopped by close()."""
-    backend = make_backend(model, command=VLLM_COMMAND)
+def server():
+    """One vLLM server for the module (tiny-llama with its tokenizer's vocabulary): started by load(), always
+    stopped by close()."""
+    from harness.config.sections import ModelConfig
+    from harness.model.spec import resolve_model
+
+    served = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32", overrides={"vocab_size": TOKENIZER_VOCAB}))
+    backend = make_backend(served, command=VLLM_COMMAND)
     try:
         backend.load()
         yield backend
@@ -53,7 +63,7 @@ def server(model):
 def make_stream(n, max_tokens, rate=8.0, arrival="poisson", cap=None, seed=0) -> StreamSpec:
     rng = np.random.default_rng(seed)
     lengths = rng.integers(4, 128, size=n)
-    prompts = [rng.integers(3, 32000, size=int(length)).tolist() for length in lengths]
+    prompts = [rng.integers(3, TOKENIZER_VOCAB, size=int(length)).tolist() for length in lengths]
     return StreamSpec(BatchSpec(prompts, (max_tokens,) * n), arrival_times(arrival, rate, n, seed), cap)
 
 
@@ -180,6 +190,68 @@ def test_chat_completions_send_the_conversation(server, model):
             client.serve(make_stream(2, 4))
     finally:
         client.close()
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("endpoint", ["responses", "messages"])
+def test_the_responses_and_messages_apis_are_read_from_their_own_events(server, model, endpoint):
+    """endpoint: responses (OpenAI's) and messages (Anthropic's), on the same server and prompts as chat: a token
+    per text event, the server's usage for the counts (the prompt as the harness counted it under the same chat
+    template), the response ended by its own closing event. The Messages API cannot force the length: the budget
+    is only checked (greedy on vLLM's seeded dummy weights: the same answers every run, none ending early).
+    vLLM's Responses path tokenizes the templated prompt with the tokenizer's special tokens on (its chat path has
+    them off): one BOS more than the chat API's count."""
+    client = make_backend(model, base_url=server.base_url, endpoint=endpoint)
+    assert OpenAIBackend.destination(client.options) == f"requests to {server.base_url}/v1/{endpoint}"
+    client.load()
+    try:
+        stream = chat_stream(4, 6, client.client.tokenizer)
+        timing = client.serve(stream)
+    finally:
+        client.close()
+    for r, prompt in zip(timing.requests, stream.requests.prompts):
+        assert r.ok, r.error
+        assert r.output_tokens == 6 and r.output_tokens_source == "usage"
+        assert r.input_tokens == len(prompt) + (endpoint == "responses")
+        # an event per step with text: greedy decoding here repeats tokens the detokenizer may hold back or merge
+        assert r.first_token_s <= r.last_token_s and 1 <= len(r.token_gaps_s) <= 5
+
+
+@pytest.mark.engine
+def test_a_sweep_sends_the_same_chats_through_three_apis(server, tmp_path):
+    """yamls/cpu-servers.yaml's vllm-serve entry as three entries, endpoint chat, responses and messages, through
+    benchmark.py to the module's server (base_url: a server start less; its model is that YAML's, the tokenizer's
+    vocabulary): a row per API, every request's counts from the server's usage, the same prompts."""
+    import csv
+
+    import yaml
+
+    from tests.conftest import run_benchmark
+
+    config = yaml.safe_load((REPO / "yamls" / "cpu-servers.yaml").read_text())
+    assert config["model"]["overrides"] == {"vocab_size": TOKENIZER_VOCAB}  # the module's server's model
+    config["backends"] = [{"name": "openai", "label": f"vllm-{api}", "endpoint": api, "base_url": server.base_url,
+                           "model": server.served_model} for api in ("chat", "responses", "messages")]
+    config["workload"]["prompts"] = str(REPO / "yamls" / "prompts" / "example-chats.jsonl")
+    config["output_lengths"] = [8]
+    config["stream"].update(request_rates=[8], num_requests=6, num_warmup_requests=1)
+    path = tmp_path / "apis.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = run_benchmark(path, "--output-dir", tmp_path / "out")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    results = list(csv.DictReader(open(tmp_path / "out" / "results.csv")))
+    assert [(r["backend"], r["status"]) for r in results] == [
+        ("vllm-chat", "ok"), ("vllm-responses", "ok"), ("vllm-messages", "ok")], [r["error"] for r in results]
+    for r in results:
+        assert r["output_tokens_source"] == "usage" and float(r["output_tokens_mean"]) == 8
+        assert 0 < float(r["ttft_ms_p50"]) and 0 < float(r["tpot_ms_p50"])
+    requests = list(csv.DictReader(open(tmp_path / "out" / "requests.csv")))
+    inputs = {}
+    for r in requests:
+        inputs.setdefault(r["backend"], []).append(int(r["input_tokens"]))
+    # the same conversations: the server counts chat's and messages' prompts alike, responses' one BOS longer
+    assert inputs["vllm-messages"] == inputs["vllm-chat"] and len(inputs["vllm-chat"]) == 6
+    assert inputs["vllm-responses"] == [n + 1 for n in inputs["vllm-chat"]]
 
 
 @pytest.mark.engine

@@ -3,9 +3,9 @@ stream`.
 
 The harness either sends to a server that is already running (`base_url`) or starts one itself (`command`)
 on a free port of 127.0.0.1 and stops its whole process group in `close()`. Requests are streamed
-`POST /v1/completions` calls with the prompt as token ids, or `POST /v1/chat/completions` calls with a prompt file's
-messages (`endpoint: chat`: the server applies its chat template); backends/openai_compat/client.py sends them, and
-stamps every SSE chunk that carries tokens on arrival with the harness's clock, so TTFT and TPOT include the
+`POST /v1/completions` calls with the prompt as token ids, or calls with a prompt file's messages to
+`/v1/chat/completions`, `/v1/responses` or `/v1/messages` (`endpoint: chat`, `responses`, `messages`: the server
+applies its chat template); backends/openai_compat/client.py sends them, and stamps every SSE event that carries tokens on arrival with the harness's clock, so TTFT and TPOT include the
 server's HTTP and detokenizing path, as vLLM's own serving benchmark (`vllm bench serve`) measures them.
 
 In backends/openai_compat/, not backends/openai.py, so that nothing can shadow the `openai` package.
@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from backends.base import Backend, Placement
 from backends.openai_compat import lm_eval, server_metrics
-from backends.openai_compat.client import ENDPOINTS, CompletionsClient
+from backends.openai_compat.client import ANTHROPIC_VERSION, ENDPOINTS, CompletionsClient
 from backends.openai_compat.command import arg_values, fill
 from backends.openai_compat.options import OpenAIOptions, server_root, starts_vllm
 from backends.openai_compat.prefix_cache import PrefixCacheReset
@@ -127,6 +127,10 @@ class OpenAIBackend(Backend[OpenAIOptions]):
             self.close()
             raise
         headers = {"Content-Type": "application/json", **self._auth_headers()}
+        if o.endpoint == "messages":  # Anthropic's API: its version header, the key as x-api-key (vLLM reads Bearer)
+            headers["anthropic-version"] = ANTHROPIC_VERSION
+            headers.update({"x-api-key": headers["Authorization"][len("Bearer "):]} if "Authorization" in headers
+                           else {})
         self.client = CompletionsClient(self.base_url, self.served_model, headers, o.request_timeout_s,
                                         o.continuous_usage_stats, o.extra_body, o.endpoint, o.extensions, tokenizer)
         self._loop = asyncio.new_event_loop()

@@ -1,6 +1,7 @@
 """The `openai` backend's HTTP client: a stream's requests as streamed `POST /v1/completions` calls with the prompt as
-token ids, or `POST /v1/chat/completions` calls with its conversation, every SSE chunk that carries tokens stamped
-on arrival with the harness's clock (backends/openai_compat/chunks.py reads them).
+token ids, or calls with its conversation to `/v1/chat/completions`, OpenAI's `/v1/responses` or Anthropic's
+`/v1/messages`; every SSE event that carries tokens is stamped on arrival with the harness's clock (chat and
+completions chunks are read by backends/openai_compat/chunks.py, the other two APIs' events by events.py).
 
 Apart from backend.py, which finds or starts the server and checks that it answers: sending and timing need only
 its URL, so they read the same whoever started it.
@@ -16,14 +17,21 @@ from functools import partial
 from typing import Any, AsyncGenerator, Dict, List, Optional
 
 from backends.openai_compat.chunks import ResponseReading
+from backends.openai_compat.events import MessagesReading, ResponsesReading
 from harness.errors import ShortOutputError
 from harness.scenarios.batch import BatchSpec
 from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, drive
 
 # Body fields the harness sets from the sweep (prompt, budget, sampling, seed): extra_body may not change them.
 HARNESS_FIELDS = ("model", "prompt", "messages", "max_tokens", "min_tokens", "ignore_eos", "generation_config",
-                  "stream", "stream_options", "temperature", "top_p", "top_k", "seed", "n")
-ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+                  "stream", "stream_options", "temperature", "top_p", "top_k", "seed", "n", "input",
+                  "max_output_tokens", "system", "store")
+ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "responses": "/v1/responses",
+             "messages": "/v1/messages"}
+CONVERSATION_ENDPOINTS = ("chat", "responses", "messages")  # sent a prompt file's messages, not token ids
+READERS = {"completions": ResponseReading, "chat": ResponseReading, "responses": ResponsesReading,
+           "messages": MessagesReading}
+ANTHROPIC_VERSION = "2023-06-01"  # the Messages API's version header, which Anthropic requires
 EXTENSIONS = ("vllm", "transformers", "none")
 
 
@@ -60,9 +68,9 @@ class CompletionsClient:
 
     def request_bodies(self, stream: StreamSpec) -> List[Optional[bytes]]:
         """One JSON body per request (None for a later turn of a conversation, whose prompt is not known yet)."""
-        if self.endpoint == "chat" and not stream.requests.messages:
-            raise RuntimeError("endpoint: chat needs the prompts' conversations (a prompt file), and this stream "
-                               "has token ids only")
+        if self.endpoint in CONVERSATION_ENDPOINTS and not stream.requests.messages:
+            raise RuntimeError(f"endpoint: {self.endpoint} needs the prompts' conversations (a prompt file), and "
+                               "this stream has token ids only")
         later = stream.turns.follows if stream.turns is not None else (None,) * stream.num_requests
         return [None if follows is not None else self.request_body(stream, i) for i, follows in enumerate(later)]
 
@@ -70,6 +78,10 @@ class CompletionsClient:
         """Request i's token ids (or conversation), budget, sampling and seed, plus `extra_body`. In a multi-turn
         stream, vLLM is asked for the answer's token ids too: the next turn is sent with them; so is it where the
         answers are scored (`stream.answer_ids`)."""
+        if self.endpoint == "responses":
+            return self._responses_body(stream, i)
+        if self.endpoint == "messages":
+            return self._messages_body(stream, i)
         batch, s = stream.requests, stream.requests.sampling
         stream_options: Dict[str, Any] = {"include_usage": True}
         if self.continuous_usage_stats:
@@ -88,6 +100,42 @@ class CompletionsClient:
         if batch.seeds:
             body["seed"] = batch.seeds[i]
         body.update(self._extension_fields(batch, max_tokens))
+        body.update(self.extra_body)
+        return json.dumps(body).encode()
+
+    def _responses_body(self, stream: StreamSpec, i: int) -> bytes:
+        """OpenAI's Responses API: the conversation as `input` messages, `max_output_tokens`, and `store: false`
+        (a stored response is kept by the server for later turns: a load test must not fill its memory). vLLM takes
+        `ignore_eos`, `top_k` and `seed` here too; it has no `min_tokens` (ignore_eos alone forces the length)."""
+        batch, s = stream.requests, stream.requests.sampling
+        max_tokens = batch.max_tokens[i]
+        body: Dict[str, Any] = {"model": self.model, "input": [{"role": role, "content": content} for role, content
+                                                               in stream.chat_messages(i)],
+                                "max_output_tokens": max_tokens, "stream": True, "store": False,
+                                "temperature": s.temperature, "top_p": s.top_p}
+        if batch.seeds:
+            body["seed"] = batch.seeds[i]
+        fields = self._extension_fields(batch, max_tokens)
+        fields.pop("min_tokens", None)
+        body.update(fields)
+        body.update(self.extra_body)
+        return json.dumps(body).encode()
+
+    def _messages_body(self, stream: StreamSpec, i: int) -> bytes:
+        """Anthropic's Messages API: system messages as `system`, the rest as `messages`, `max_tokens`, and `top_k`,
+        which the API has. It has no seed and no way to ask for exactly max_tokens tokens (vLLM's adapter keeps no
+        extension either): a forced output length is only checked, as with extensions: none."""
+        batch, s = stream.requests, stream.requests.sampling
+        turns = stream.chat_messages(i)
+        body: Dict[str, Any] = {"model": self.model, "max_tokens": batch.max_tokens[i], "stream": True,
+                                "messages": [{"role": role, "content": content} for role, content in turns
+                                             if role != "system"],
+                                "temperature": s.temperature, "top_p": s.top_p}
+        system = "\n\n".join(content for role, content in turns if role == "system")
+        if system:
+            body["system"] = system
+        if s.top_k > 0:
+            body["top_k"] = s.top_k
         body.update(self.extra_body)
         return json.dumps(body).encode()
 
@@ -129,7 +177,7 @@ class CompletionsClient:
 
     async def _exchange(self, session, body: bytes, batch: BatchSpec, index: int) -> Submitted:
         """Send request `index`, stamp every chunk that carries tokens, return when the stream ends."""
-        clock, reading, done = TokenClock(), ResponseReading(chat=self.endpoint == "chat"), False
+        clock, reading, done = TokenClock(), READERS[self.endpoint](chat=self.endpoint == "chat"), False
         async with session.post(self.url, data=body) as response:
             if response.status != 200:
                 detail = " ".join((await response.text())[:300].split())

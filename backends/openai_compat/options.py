@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from backends.base import BackendOptions
-from backends.openai_compat.client import ENDPOINTS, EXTENSIONS, HARNESS_FIELDS
+from backends.openai_compat.client import CONVERSATION_ENDPOINTS, ENDPOINTS, EXTENSIONS, HARNESS_FIELDS
 from backends.openai_compat.command import check_server_args
 from harness.errors import UserError
 from harness.fields import WEEK_S, opt
@@ -39,14 +39,18 @@ class OpenAIOptions(BackendOptions):
     model: Optional[str] = opt(None, help="`model` sent in every request; default: the first id of GET /v1/models. "
                                "With command, {model_dir} and {checkpoint_dir} are filled in as in the command.")
     endpoint: str = opt("completions", help="completions (POST /v1/completions, the prompt as token ids) | chat "
-                        "(POST /v1/chat/completions with a prompt file's messages; the server applies its own chat "
-                        "template, so the workload's template must be `chat`, the tokenizer's).")
+                        "(POST /v1/chat/completions with a prompt file's messages) | responses (OpenAI's POST "
+                        "/v1/responses, the messages as `input`) | messages (Anthropic's POST /v1/messages; it "
+                        "cannot ask for exactly max_tokens tokens, so a forced output length is only checked). With "
+                        "the last three the server applies its own chat template, so the workload's template must be "
+                        "`chat`, the tokenizer's.")
     extensions: str = opt(
         "vllm", help="How a request asks for what OpenAI's API cannot say (exactly max_tokens tokens, top_k): vllm "
         "(ignore_eos, min_tokens, top_k fields: vLLM, SGLang) | transformers (a generation_config with EOS off: "
         "transformers serve) | none (OpenAI's fields only; a forced output length is then only checked)."
     )
-    api_key_env: Optional[str] = opt(None, help="Environment variable holding an API key, sent as a Bearer token.")
+    api_key_env: Optional[str] = opt(None, help="Environment variable holding an API key, sent as a Bearer token "
+                                     "(and as x-api-key with endpoint: messages, as Anthropic's API takes it).")
     health_path: str = opt("/health", help="GET path, from the server's root (base_url without /v1), that answers "
                            "200 once the server is ready.")
     startup_timeout_s: float = opt(
@@ -124,18 +128,19 @@ class OpenAIOptions(BackendOptions):
 
 
     def validate_workload(self, key: str, workload) -> None:
-        if self.endpoint != "chat":
+        if self.endpoint not in CONVERSATION_ENDPOINTS:
             return
+        api = self.endpoint
         if workload.prefix.prefix_tokens:
-            raise UserError(f"{key}.endpoint: chat sends the conversations' text, and workload.prefix is token ids "
+            raise UserError(f"{key}.endpoint: {api} sends the conversations' text, and workload.prefix is token ids "
                             "put in front of each prompt; use endpoint: completions, or a system prompt "
                             "(workload.system_prompt) as the shared prefix")
         if workload.prompts == "random":
-            raise UserError(f"{key}.endpoint: chat sends a prompt file's messages, but workload.prompts is random "
+            raise UserError(f"{key}.endpoint: {api} sends a prompt file's messages, but workload.prompts is random "
                             "(token ids, which go to endpoint: completions); set workload.prompts to a prompt file")
         template = getattr(workload, "template", "chat")
         if template != "chat":
-            raise UserError(f"{key}.endpoint: chat has the server apply its own chat template, which the harness "
+            raise UserError(f"{key}.endpoint: {api} has the server apply its own chat template, which the harness "
                             f"counts and plans with as workload.template: chat, not {template}; set workload.template: "
                             f"chat, or endpoint: completions to send the {template}-templated prompts as token ids")
 

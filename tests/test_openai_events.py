@@ -1,0 +1,110 @@
+"""The Responses and Messages APIs' streamed events read into token counts, text and usage (backends/openai_compat/
+events.py), in the shapes vLLM 0.32 sends on this machine and the shapes OpenAI's and Anthropic's documentation give
+(`response.incomplete`, prompt caching's usage, thinking blocks, `ping`). The servers themselves:
+tests/test_openai_server.py."""
+
+import pytest
+
+from backends.openai_compat.events import MessagesReading, ResponsesReading
+
+
+def read_all(reading, events):
+    return [reading.read(e) for e in events]
+
+
+def responses_usage(input_tokens, output_tokens, cached=0):
+    return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens}
+
+
+def response_event(kind, usage=None, status="in_progress"):
+    return {"type": kind, "response": {"status": status, "output": [], "usage": usage}}
+
+
+def test_a_responses_stream_counts_a_token_per_text_event_and_takes_usage_at_the_end():
+    events = [response_event("response.created"), response_event("response.in_progress"),
+              {"type": "response.output_item.added", "item": {"type": "message"}},
+              {"type": "response.content_part.added", "part": {"type": "output_text", "text": ""}},
+              {"type": "response.output_text.delta", "delta": "Hel"},
+              {"type": "response.output_text.delta", "delta": "lo"},
+              {"type": "response.output_text.done", "text": "Hello"},
+              response_event("response.completed", responses_usage(13, 3, cached=8), "incomplete")]
+    reading = ResponsesReading()
+    assert read_all(reading, events) == [0, 0, 0, 0, 1, 1, 0, 0]
+    assert reading.finished and "".join(reading.texts) == "Hello"
+    # three tokens in two events (two steps coalesced): the server's count, the gaps one fewer than the events
+    assert reading.output_tokens() == (3, "usage")
+    assert (reading.usage_input_tokens, reading.usage_cached_tokens) == (13, 8)
+
+
+def test_reasoning_text_is_output_and_response_incomplete_ends_the_stream():
+    """OpenAI ends a response cut by max_output_tokens with `response.incomplete`, not `completed`."""
+    events = [{"type": "response.reasoning_text.delta", "delta": "think"},
+              {"type": "response.output_text.delta", "delta": "ok"},
+              response_event("response.incomplete", responses_usage(4, 2), "incomplete")]
+    reading = ResponsesReading()
+    assert read_all(reading, events) == [1, 1, 0] and reading.finished
+    assert reading.output_tokens() == (2, "usage") and reading.texts == ["think", "ok"]
+
+
+def test_a_responses_stream_cut_short_is_not_finished():
+    reading = ResponsesReading()
+    read_all(reading, [response_event("response.created"), {"type": "response.output_text.delta", "delta": "a"}])
+    assert not reading.finished and reading.output_tokens() == (1, "chunks")
+
+
+@pytest.mark.parametrize("event, message", [
+    ({"type": "error", "code": "server_error", "message": "the engine  died"}, "the engine died"),
+    ({"type": "response.failed", "response": {"status": "failed", "error": {"code": "server_error",
+                                                                             "message": "out of memory"}}},
+     "out of memory"),
+])
+def test_a_responses_error_event_ends_the_request_with_its_message(event, message):
+    with pytest.raises(RuntimeError, match=f"^server error mid-stream: .*{message}"):
+        ResponsesReading().read(event)
+
+
+def message_usage(input_tokens, output_tokens, **cache):
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens, **cache}
+
+
+def test_a_messages_stream_as_vllm_sends_it():
+    """message_start with the prompt's count, a text block of deltas, message_delta with the output's count."""
+    events = [{"type": "message_start", "message": {"role": "assistant", "content": [],
+                                                    "usage": message_usage(12, 0)}},
+              {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+              {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "2, 3"}},
+              {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": " and 5"}},
+              {"type": "content_block_stop", "index": 0},
+              {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": message_usage(12, 4)},
+              {"type": "message_stop"}]
+    reading = MessagesReading()
+    assert read_all(reading, events) == [0, 0, 1, 1, 0, 0, 0]
+    assert reading.finished and reading.output_tokens() == (4, "usage") and reading.usage_input_tokens == 12
+
+
+def test_messages_count_the_cached_prompt_in_the_prompt_and_thinking_as_output():
+    """Anthropic's input_tokens leave out the tokens read from or written to its cache: the prompt is the sum.
+    A thinking block's deltas are output tokens; its signature is not a token; `ping` is nothing."""
+    events = [{"type": "message_start", "message": {"usage": message_usage(5, 1, cache_read_input_tokens=100,
+                                                                           cache_creation_input_tokens=20)}},
+              {"type": "ping"},
+              {"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": "hmm"}},
+              {"type": "content_block_delta", "delta": {"type": "signature_delta", "signature": "EqQB"}},
+              {"type": "content_block_delta", "delta": {"type": "input_json_delta", "partial_json": "{\"a\""}},
+              {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "yes"}},
+              {"type": "message_delta", "usage": {"output_tokens": 9}}, {"type": "message_stop"}]
+    reading = MessagesReading()
+    assert read_all(reading, events) == [0, 0, 1, 0, 1, 1, 0, 0]
+    assert (reading.usage_input_tokens, reading.usage_cached_tokens) == (125, 100)
+    assert reading.output_tokens() == (9, "usage") and reading.texts == ["hmm", "{\"a\"", "yes"]
+
+
+def test_a_messages_error_event_ends_the_request_and_a_cut_stream_is_not_finished():
+    with pytest.raises(RuntimeError, match="^server error mid-stream: .*overloaded"):
+        MessagesReading().read({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    reading = MessagesReading()
+    read_all(reading, [{"type": "message_start", "message": {"usage": message_usage(3, 0)}},
+                       {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "a"}}])
+    assert not reading.finished
