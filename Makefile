@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup typecheck test-fast test-times test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time sweep-startup digits-model agree-vllm agree-serve agree-apis agree-clients client-capacity clean
+.PHONY: setup typecheck test-fast test-times test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-structured demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time sweep-startup digits-model agree-vllm agree-serve agree-apis agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -39,6 +39,10 @@ demo-prompts: setup
 # Request streams: HF static and continuous batching, vLLM in process and behind its OpenAI-compatible server.
 demo-stream: setup
 	$(PY) benchmark.py yamls/cpu-stream.yaml
+
+# Answers held to a JSON Schema: chat, Responses and Messages APIs with guided decoding, and chat without it.
+demo-structured: setup
+	$(PY) benchmark.py yamls/cpu-structured.yaml
 
 # Two OpenAI-compatible servers the harness starts, vLLM and transformers serve, sent the example chats (chat API).
 demo-servers: setup

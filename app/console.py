@@ -146,9 +146,11 @@ def ci_text(row: Mapping[str, object]) -> str:
 
 
 def _failed(row: Dict[str, object]) -> str:
-    """A stream point that is ok with some requests failed (stream.max_failed_share) says how many."""
-    failed = row.get("requests_failed")
-    return f"  {failed} of {row['num_requests']} requests failed (requests.csv: error)" if failed else ""
+    """A stream point that is ok with some requests failed (stream.max_failed_share) says how many; one whose answers
+    are held to workload.json_schema, the share that did not meet it."""
+    failed, invalid = row.get("requests_failed"), row.get("invalid_answer_share")
+    return ((f"  {failed} of {row['num_requests']} requests failed (requests.csv: error)" if failed else "")
+            + (f"  invalid answers {_float(invalid):.0%}" if invalid not in (None, "") else ""))
 
 
 def point_line(row: Dict[str, object]) -> str:

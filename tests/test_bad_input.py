@@ -153,6 +153,32 @@ CASES = {
         [STREAM, "backends.3.endpoint=chat", *CHATS, "workload.prefix.prefix_tokens=64"],
         "backends[3].endpoint: chat sends the conversations' text, and workload.prefix is token ids put in front of "
         "each prompt; use endpoint: completions, or a system prompt (workload.system_prompt) as the shared prefix"),
+    "json_schema without stop_at_eos": (
+        [STREAM, *CHATS, "workload.json_schema=yamls/schemas/yes-no.json", "backends=[{name: openai, endpoint: chat, "
+         "base_url: 'http://127.0.0.1:9'}]"],
+        "workload.json_schema: an answer held to a schema ends where its JSON does; set workload.stop_at_eos: true "
+        "(output_lengths are then each answer's budget)"),
+    "json_schema on an engine that cannot hold answers to it": (
+        [STREAM, *CHATS, "workload.json_schema=yamls/schemas/yes-no.json", "workload.stop_at_eos=true"],
+        "backends[0].name: hf cannot hold answers to workload.json_schema; openai entries (endpoint chat, responses "
+        "or messages) ask their server for it and check every answer"),
+    "json_schema through completions": (
+        [STREAM, *CHATS, "workload.json_schema=yamls/schemas/yes-no.json", "workload.stop_at_eos=true",
+         "backends=[{name: openai, base_url: 'http://127.0.0.1:9'}]"],
+        "backends[0].endpoint: answers held to workload.json_schema go through endpoint chat, responses or "
+        "messages, not completions"),
+    "json_schema and extra_body's own": (
+        [STREAM, *CHATS, "workload.json_schema=yamls/schemas/yes-no.json", "workload.stop_at_eos=true",
+         "backends=[{name: openai, endpoint: chat, base_url: 'http://127.0.0.1:9', "
+         "extra_body: {response_format: {type: json_object}}}]"],
+        "backends[0].extra_body.response_format: set by the harness from workload.json_schema; remove it, or set "
+        "guided_decoding: false"),
+    "json_schema missing": (
+        [STREAM, *CHATS, "workload.json_schema=yamls/schemas/no-such.json", "workload.stop_at_eos=true",
+         "backends=[{name: openai, endpoint: chat, base_url: 'http://127.0.0.1:9'}]"],
+        "workload.json_schema: yamls/schemas/no-such.json: cannot read a JSON Schema (No such file or directory)"),
+    "json_schema not a path": (
+        [STREAM, *CHATS, "workload.json_schema=5"], "workload.json_schema: expected a string, got 5 (quote it: '5')"),
     "speculative engine args twice": (
         [TINY, "backends.1.engine_args={speculative_config: {method: ngram}}"],
         "backends[1].engine_args.speculative_config: duplicates backends[1].speculative; set it there"),

@@ -26,10 +26,11 @@ from tests.replay import conversation_stream
 
 # The model in the engine core's process (VLLM_ENABLE_V1_MULTIPROCESSING=0): the server starts 7 s sooner here, and
 # its group still holds two processes for close() to end. tests/test_stream_e2e.py keeps vLLM's own processes.
+# Guided JSON without free whitespace: random weights under a grammar that allows it fill their budget with it.
 VLLM_COMMAND = (
     "env VLLM_ENABLE_V1_MULTIPROCESSING=0 {python} -m vllm.entrypoints.openai.api_server --model {model_dir} --load-format dummy --dtype float32 "
     "--enforce-eager --kv-cache-memory-bytes 268435456 --host 127.0.0.1 --port {port} --max-model-len 512 "
-    "--disable-uvicorn-access-log"
+    "--disable-uvicorn-access-log --structured-outputs-config '{\"backend\": \"xgrammar\", \"disable_any_whitespace\": true}'"
 )
 
 
@@ -218,10 +219,13 @@ def test_the_responses_and_messages_apis_are_read_from_their_own_events(server, 
 
 
 @pytest.mark.engine
-def test_a_sweep_sends_the_same_chats_through_three_apis(server, tmp_path):
-    """yamls/cpu-servers.yaml's vllm-serve entry as three entries, endpoint chat, responses and messages, through
-    benchmark.py to the module's server (base_url: a server start less; its model is that YAML's, the tokenizer's
-    vocabulary): a row per API, every request's counts from the server's usage, the same prompts."""
+def test_answers_held_to_a_json_schema_are_checked_guided_or_not(server, tmp_path):
+    """yamls/cpu-servers.yaml's vllm-serve entry as endpoint chat, responses and messages, with workload.json_schema,
+    through benchmark.py to the module's server (base_url: a server start less; its model is that YAML's, the
+    tokenizer's vocabulary). Each API asked for the schema (guided decoding: every answer valid, each ending where
+    its JSON does) and chat without it (random weights: no answer valid), the answers checked either way:
+    requests.csv says which, results.csv the share. The same conversations through the three APIs: the server's
+    own counts of them."""
     import csv
 
     import yaml
@@ -229,28 +233,36 @@ def test_a_sweep_sends_the_same_chats_through_three_apis(server, tmp_path):
     from tests.conftest import run_benchmark
 
     config = yaml.safe_load((REPO / "yamls" / "cpu-servers.yaml").read_text())
-    assert config["model"]["overrides"] == {"vocab_size": TOKENIZER_VOCAB}  # the module's server's model
     config["backends"] = [{"name": "openai", "label": f"vllm-{api}", "endpoint": api, "base_url": server.base_url,
                            "model": server.served_model} for api in ("chat", "responses", "messages")]
-    config["workload"]["prompts"] = str(REPO / "yamls" / "prompts" / "example-chats.jsonl")
-    config["output_lengths"] = [8]
+    config["backends"].append({**config["backends"][0], "label": "vllm-chat-unguided", "guided_decoding": False})
+    config["workload"].update(prompts=str(REPO / "yamls" / "prompts" / "example-chats.jsonl"), stop_at_eos=True,
+                              json_schema=str(REPO / "yamls" / "schemas" / "yes-no.json"))
+    config["output_lengths"] = [48]
     config["stream"].update(request_rates=[8], num_requests=6, num_warmup_requests=1)
-    path = tmp_path / "apis.yaml"
+    path = tmp_path / "schema.yaml"
     path.write_text(yaml.safe_dump(config))
     result = run_benchmark(path, "--output-dir", tmp_path / "out")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    results = list(csv.DictReader(open(tmp_path / "out" / "results.csv")))
-    assert [(r["backend"], r["status"]) for r in results] == [
-        ("vllm-chat", "ok"), ("vllm-responses", "ok"), ("vllm-messages", "ok")], [r["error"] for r in results]
-    for r in results:
-        assert r["output_tokens_source"] == "usage" and float(r["output_tokens_mean"]) == 8
-        assert 0 < float(r["ttft_ms_p50"]) and 0 < float(r["tpot_ms_p50"])
+    printed = " ".join(result.stdout.split())  # the console wraps long lines
+    assert "(SLO met by 100%) invalid answers 0%" in printed and "invalid answers 100%" in printed
+    results = {r["backend"]: r for r in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
+    assert [(b, r["status"]) for b, r in results.items()] == [
+        ("vllm-chat", "ok"), ("vllm-responses", "ok"), ("vllm-messages", "ok"), ("vllm-chat-unguided", "ok")]
+    shares = {b: float(r["invalid_answer_share"]) for b, r in results.items()}
+    assert shares == {"vllm-chat": 0, "vllm-responses": 0, "vllm-messages": 0, "vllm-chat-unguided": 1}, shares
     requests = list(csv.DictReader(open(tmp_path / "out" / "requests.csv")))
+    assert {(r["backend"], r["answer_valid"]) for r in requests} == {
+        ("vllm-chat", "1"), ("vllm-responses", "1"), ("vllm-messages", "1"), ("vllm-chat-unguided", "0")}
+    guided = [int(r["output_tokens"]) for r in requests if r["backend"] != "vllm-chat-unguided"]
+    assert max(guided) < 48  # each answer ended with its JSON, before its budget
+    assert {r["output_tokens_source"] for r in requests} == {"usage"}
     inputs = {}
     for r in requests:
         inputs.setdefault(r["backend"], []).append(int(r["input_tokens"]))
-    # the same conversations: the server counts chat's and messages' prompts alike, responses' one BOS longer
-    assert inputs["vllm-messages"] == inputs["vllm-chat"] and len(inputs["vllm-chat"]) == 6
+    # the server counts chat's and messages' prompts alike, the Responses API's one BOS longer (docs/measurement.md)
+    assert inputs["vllm-messages"] == inputs["vllm-chat"] == inputs["vllm-chat-unguided"]
+    assert len(inputs["vllm-chat"]) == 6
     assert inputs["vllm-responses"] == [n + 1 for n in inputs["vllm-chat"]]
 
 

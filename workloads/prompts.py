@@ -22,6 +22,7 @@ from harness.errors import UserError
 from harness.fields import opt
 from harness.model.spec import ModelSpec
 from harness.plan.points import SweepPoint
+from harness.scenarios.answer_schema import load_answer_schema
 from harness.scenarios.arrivals import stream_arrivals
 from harness.scenarios.stream import StreamSpec
 from workloads.base import Workload, WorkloadOptions
@@ -48,12 +49,16 @@ class PromptsOptions(TurnOptions, WorkloadOptions):
         None, help="Prompts longer than this after templating are dropped (counted in the manifest)."
     )
     num_prompts: Optional[int] = opt(None, help="Use the first N prompts after a seeded shuffle; null: all.")
+    json_schema: Optional[str] = opt(
+        None, help="A JSON Schema file every answer is held to: openai entries ask the server to constrain its "
+        "answers to it (guided_decoding) and every answer is checked against it (requests.csv's answer_valid, the "
+        "row's invalid_answer_share). Needs stop_at_eos: true (an answer ends where its JSON does).")
 
     def resolve_paths(self, config_dir: Path) -> None:
         super().resolve_paths(config_dir)
-        beside_yaml = config_dir / self.prompts
-        if not Path(self.prompts).is_absolute() and beside_yaml.exists():
-            self.prompts = os.path.relpath(beside_yaml)
+        self.prompts = _beside_yaml(config_dir, self.prompts)
+        if self.json_schema is not None:
+            self.json_schema = _beside_yaml(config_dir, self.json_schema)
 
     def validate(self, config: SweepConfig) -> None:
         if config.input_lengths is not None:
@@ -65,6 +70,17 @@ class PromptsOptions(TurnOptions, WorkloadOptions):
             if value is not None and value < 1:
                 raise UserError(f"workload.{key}: must be at least 1 (or null), got {value}")
         validate_turns(self, config)
+        if self.json_schema is not None:
+            if not self.stop_at_eos:
+                raise UserError("workload.json_schema: an answer held to a schema ends where its JSON does; set "
+                                "workload.stop_at_eos: true (output_lengths are then each answer's budget)")
+            load_answer_schema(Path(self.json_schema))  # a small file, read as the sweep loads: a bad one is one line
+
+
+def _beside_yaml(config_dir: Path, path: str) -> str:
+    """A relative path as written in the YAML: beside the YAML where a file is there, else from the working folder."""
+    beside_yaml = config_dir / path
+    return os.path.relpath(beside_yaml) if not Path(path).is_absolute() and beside_yaml.exists() else path
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,7 @@ class PromptsWorkload(Workload[PromptsOptions]):
         self.mean_length, self.longest = round(float(np.mean(lengths))), max(lengths)
         self.all_ids = [t for p in prompts for t in p.token_ids]  # what `filler` cuts from, and where each prompt starts
         self.starts = [int(x) for x in np.cumsum([0] + lengths[:-1])]
+        self.answer_schema = ""  # workload.json_schema's text (build), which every request's answer is held to
 
     @classmethod
     def build(cls, options: PromptsOptions, config: SweepConfig, model: ModelSpec) -> "PromptsWorkload":
@@ -97,7 +114,11 @@ class PromptsWorkload(Workload[PromptsOptions]):
             check_fits(prompts, options, config, model)
         facts.update(tokenizer=tokenizer.name_or_path, sha256=file.sha256, prompts_in_file=len(file.records),
                      sharegpt_items_skipped=file.skipped)
-        return cls(options, config, prompts, facts)
+        workload = cls(options, config, prompts, facts)
+        if options.json_schema is not None:
+            workload.answer_schema = load_answer_schema(Path(options.json_schema))
+            facts["json_schema"] = options.json_schema
+        return workload
 
     @property
     def source_name(self) -> str:
@@ -122,6 +143,13 @@ class PromptsWorkload(Workload[PromptsOptions]):
         return max(conversation_tokens(p.token_ids, p.later_ids, point.output_length) for p in self.pool)
 
     def stream(self, point: SweepPoint, phase: str, stream: StreamConfig) -> StreamSpec:
+        """The stream, its requests carrying the answer schema where the workload has one."""
+        spec = self._stream(point, phase, stream)
+        if not self.answer_schema:
+            return spec
+        return dataclasses.replace(spec, requests=dataclasses.replace(spec.requests, answer_schema=self.answer_schema))
+
+    def _stream(self, point: SweepPoint, phase: str, stream: StreamConfig) -> StreamSpec:
         """A multi-turn stream's timed requests are its conversations' turns; its warm-up requests first turns only
         (they warm the engine up; the timed conversations share nothing with them)."""
         if not self.options.multi_turn or phase == "warmup":
@@ -162,6 +190,8 @@ class PromptsWorkload(Workload[PromptsOptions]):
             turns = [1 + len(p.later_ids) for p in self.pool]
             text += (f"; conversations of {min(turns)}-{max(turns)} user turns (mean {np.mean(turns):.1f}), "
                      f"{self.options.turn_gap} gap {self.options.turn_gap_s:g} s")
+        if self.options.json_schema is not None:
+            text += f"; answers held to {self.options.json_schema}"
         return text
 
     def manifest(self) -> Dict[str, Any]:

@@ -132,7 +132,8 @@ class OpenAIBackend(Backend[OpenAIOptions]):
             headers.update({"x-api-key": headers["Authorization"][len("Bearer "):]} if "Authorization" in headers
                            else {})
         self.client = CompletionsClient(self.base_url, self.served_model, headers, o.request_timeout_s,
-                                        o.continuous_usage_stats, o.extra_body, o.endpoint, o.extensions, tokenizer)
+                                        o.continuous_usage_stats, o.extra_body, o.endpoint, o.extensions, tokenizer,
+                                        o.guided_decoding)
         self._loop = asyncio.new_event_loop()
 
     def _start_server(self, command: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any, AsyncGenerator, Dict, List, Optional
 from backends.openai_compat.chunks import ResponseReading
 from backends.openai_compat.events import MessagesReading, ResponsesReading
 from harness.errors import ShortOutputError
+from harness.scenarios.answer_schema import answer_valid
 from harness.scenarios.batch import BatchSpec
 from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, drive
 
@@ -31,6 +32,8 @@ ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "
 CONVERSATION_ENDPOINTS = ("chat", "responses", "messages")  # sent a prompt file's messages, not token ids
 READERS = {"completions": ResponseReading, "chat": ResponseReading, "responses": ResponsesReading,
            "messages": MessagesReading}
+# Where each API takes the schema its answers are held to (workload.json_schema, guided_decoding).
+SCHEMA_FIELDS = {"chat": "response_format", "responses": "text", "messages": "output_config"}
 ANTHROPIC_VERSION = "2023-06-01"  # the Messages API's version header, which Anthropic requires
 EXTENSIONS = ("vllm", "transformers", "none")
 
@@ -49,6 +52,7 @@ class CompletionsClient:
     endpoint: str = "completions"
     extensions: str = "vllm"
     tokenizer: Any = None  # counts the output where the server sends no usage
+    guided_decoding: bool = True  # with an answer schema: ask the server to hold answers to it
 
     @property
     def url(self) -> str:
@@ -100,6 +104,7 @@ class CompletionsClient:
         if batch.seeds:
             body["seed"] = batch.seeds[i]
         body.update(self._extension_fields(batch, max_tokens))
+        body.update(self._schema_field(batch))
         body.update(self.extra_body)
         return json.dumps(body).encode()
 
@@ -118,6 +123,7 @@ class CompletionsClient:
         fields = self._extension_fields(batch, max_tokens)
         fields.pop("min_tokens", None)
         body.update(fields)
+        body.update(self._schema_field(batch))
         body.update(self.extra_body)
         return json.dumps(body).encode()
 
@@ -136,8 +142,20 @@ class CompletionsClient:
             body["system"] = system
         if s.top_k > 0:
             body["top_k"] = s.top_k
+        body.update(self._schema_field(batch))
         body.update(self.extra_body)
         return json.dumps(body).encode()
+
+    def _schema_field(self, batch: BatchSpec) -> Dict[str, Any]:
+        """The answer schema in this API's own field (SCHEMA_FIELDS), where there is one and guided decoding is on."""
+        if not (batch.answer_schema and self.guided_decoding):
+            return {}
+        schema = json.loads(batch.answer_schema)
+        if self.endpoint == "chat":
+            return {"response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}}
+        if self.endpoint == "responses":
+            return {"text": {"format": {"type": "json_schema", "name": "answer", "schema": schema}}}
+        return {"output_config": {"format": {"type": "json_schema", "schema": schema}}}
 
     def _extension_fields(self, batch: BatchSpec, max_tokens: int) -> Dict[str, Any]:
         """Exactly max_tokens tokens (EOS off) and top_k, in the server's own words: OpenAI's API has neither."""
@@ -201,11 +219,12 @@ class CompletionsClient:
                                    f"{source}), asked for exactly {budget}")
         if clock.first_s is None:
             raise RuntimeError(f"request {index}: the stream carried no token")
-        ids = reading.token_ids
+        ids, text = reading.token_ids, "".join(reading.texts)
+        valid = answer_valid(batch.answer_schema, text) if batch.answer_schema else None
         return Submitted(clock.first_s, clock.last_s, output_tokens, clock.gaps_s(),
                          token_ids=tuple(ids) if len(ids) == output_tokens else None,
                          input_tokens=reading.usage_input_tokens, output_tokens_source=source,
-                         cached_tokens=reading.usage_cached_tokens, text="".join(reading.texts))
+                         cached_tokens=reading.usage_cached_tokens, text=text, answer_valid=valid)
 
 
 async def sse_data(content) -> AsyncGenerator[bytes, None]:

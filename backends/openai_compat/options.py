@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from backends.base import BackendOptions
-from backends.openai_compat.client import CONVERSATION_ENDPOINTS, ENDPOINTS, EXTENSIONS, HARNESS_FIELDS
+from backends.openai_compat.client import CONVERSATION_ENDPOINTS, ENDPOINTS, EXTENSIONS, HARNESS_FIELDS, SCHEMA_FIELDS
 from backends.openai_compat.command import check_server_args
 from harness.errors import UserError
 from harness.fields import WEEK_S, opt
@@ -49,6 +49,10 @@ class OpenAIOptions(BackendOptions):
         "(ignore_eos, min_tokens, top_k fields: vLLM, SGLang) | transformers (a generation_config with EOS off: "
         "transformers serve) | none (OpenAI's fields only; a forced output length is then only checked)."
     )
+    guided_decoding: bool = opt(
+        True, help="With workload.json_schema: ask the server to hold every answer to the schema (response_format, "
+        "the Responses API's text.format, the Messages API's output_config.format); false: send the prompts alone "
+        "(the schema's cost is the difference), and check the answers either way.")
     api_key_env: Optional[str] = opt(None, help="Environment variable holding an API key, sent as a Bearer token "
                                      "(and as x-api-key with endpoint: messages, as Anthropic's API takes it).")
     health_path: str = opt("/health", help="GET path, from the server's root (base_url without /v1), that answers "
@@ -127,7 +131,17 @@ class OpenAIOptions(BackendOptions):
                                 f"({', '.join(HARNESS_FIELDS)} are)")
 
 
+    holds_answers_to_a_schema = True
+
     def validate_workload(self, key: str, workload) -> None:
+        if getattr(workload, "json_schema", None) is not None:
+            if self.endpoint not in CONVERSATION_ENDPOINTS:
+                raise UserError(f"{key}.endpoint: answers held to workload.json_schema go through endpoint chat, "
+                                f"responses or messages, not {self.endpoint}")
+            taken = [f for f in SCHEMA_FIELDS.values() if f in self.extra_body]
+            if taken and self.guided_decoding:
+                raise UserError(f"{key}.extra_body.{taken[0]}: set by the harness from workload.json_schema; remove "
+                                "it, or set guided_decoding: false")
         if self.endpoint not in CONVERSATION_ENDPOINTS:
             return
         api = self.endpoint

@@ -4,7 +4,7 @@ typed keys (backends/<engine>.py, `Options`). Here, below the plan, so that the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, ClassVar, Dict, Optional
 
 from harness.config.speculative import SpeculativeConfig
 from harness.fields import opt
@@ -41,6 +41,9 @@ class BackendOptions:
         """Why this engine cannot take `profile: true` (the config is refused, naming the key), or None where it
         can. Each engine that profiles says so (backends/generate/base.py: GenerateOptions)."""
         return f"{self.name} has no profiler in the harness"
+
+    # Whether the engine asks for answers held to workload.json_schema and checks them (the openai backend does).
+    holds_answers_to_a_schema: ClassVar[bool] = False
 
     def validate(self, key: str) -> None:
         """Value checks beyond types; raise UserError naming `key`.<field>. Must not load anything."""

@@ -229,6 +229,8 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     out.update(spec_figures([timing.spec] if timing.spec is not None else []))
     out.update(server_figures(timing.server))
     out["prefix_cache_hit_rate"] = prefix_cache_hit_rate(requests, out.get("server_prefix_cache_hit_rate"))
+    checked = [r.answer_valid for r in requests if r.answer_valid is not None]  # completed requests held to a schema
+    out["invalid_answer_share"] = checked.count(False) / len(checked) if checked else None
     if any(r.turn is not None for r in timing.requests):
         out["num_conversations"] = sum(r.turn == 1 for r in timing.requests)
     return out

@@ -56,7 +56,8 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
                "output_tokens_source": r.output_tokens_source, "met_slo": 0, "error": r.error,
                # a multi-turn request's prompt is its conversation so far: what it is sent with
                "conversation": r.conversation, "turn": r.turn,
-               "context_tokens": r.input_tokens if r.turn is not None else None}
+               "context_tokens": r.input_tokens if r.turn is not None else None,
+               "answer_valid": None if r.answer_valid is None else int(r.answer_valid)}  # 0/1, as met_slo
         if r.ok:
             f = request_figures(r)
             row.update(ttft_ms=f.ttft_ms, tpot_ms=f.tpot_ms, e2e_ms=f.e2e_ms,
@@ -146,10 +147,8 @@ class ResultsDir:
         """Create the folder, or check it may be continued; returns the keys of points already done. Damaged rows
         (a partial last line above all) are set aside first; `set_aside` then says which, one line each."""
         if self.has_results() and not resume:
-            raise UserError(
-                f"--output-dir: {self.path} already holds results; pass --resume to continue that sweep "
-                "or choose another folder"
-            )
+            raise UserError(f"--output-dir: {self.path} already holds results; pass --resume to continue that sweep "
+                            "or choose another folder")
         writable_folder(self.path, "--output-dir")
         self.set_aside = [note for path, columns in self._files() for note in _set_aside_damage(path, columns)]
         done = self._drop_unfinished_searches()

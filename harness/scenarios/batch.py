@@ -38,7 +38,9 @@ class BatchSpec:
     it earlier. `seeds`: one sampling seed per sequence (derived from `sampling.seed`), so a sampled
     run repeats wherever the engine takes per-request seeds. `messages`: where the prompts come from a prompt file,
     each one's conversation as (role, content) pairs, for a server that applies its own chat template (the token
-    ids are the harness's rendering of it through the tokenizer's); () for token ids only.
+    ids are the harness's rendering of it through the tokenizer's); () for token ids only. `answer_schema`: the
+    workload's `json_schema` as JSON text, which a server is asked to hold every answer to and each answer is checked
+    against; "" for none.
     """
 
     prompts: Sequence[Sequence[int]]
@@ -47,6 +49,7 @@ class BatchSpec:
     sampling: Sampling = GREEDY
     seeds: Tuple[int, ...] = ()
     messages: Tuple[Tuple[Tuple[str, str], ...], ...] = ()
+    answer_schema: str = ""
 
     def __post_init__(self):
         assert len(self.max_tokens) == len(self.prompts), "one output budget per prompt"

@@ -114,6 +114,7 @@ class RequestTiming:
     token ids), a server's `usage`, its text re-tokenized (`tokenizer`), or one per SSE chunk (`chunks`).
     `cached_tokens`: prompt tokens the engine served from its prefix cache, where it says (None: it does not).
     `conversation`, `turn`: where the request sits in a multi-turn stream (None in a stream of single requests).
+    `answer_valid`: whether its answer parsed as JSON and met the workload's `json_schema` (None: no schema).
     """
 
     index: int
@@ -132,6 +133,7 @@ class RequestTiming:
     cached_tokens: Optional[int] = None
     conversation: Optional[int] = None
     turn: Optional[int] = None
+    answer_valid: Optional[bool] = None
 
     @property
     def ok(self) -> bool:
@@ -205,6 +207,7 @@ class Submitted:
     output_tokens_source: str = "engine"
     cached_tokens: Optional[int] = None
     text: Optional[str] = field(default=None, repr=False)  # the answer's text, where a later turn needs it (chat)
+    answer_valid: Optional[bool] = None  # the answer against the workload's json_schema, where it has one
 
 
 # submit(index) sends request `index` of the stream and returns when its last token has arrived.
@@ -251,7 +254,8 @@ async def _drive(stream: StreamSpec, submit: Submit, clock: ReleaseClock) -> Str
         return RequestTiming(index, scheduled_s, dispatched_s, sent_s, got.first_token_s, got.last_token_s,
                              input_tokens, got.output_tokens, tuple(got.token_gaps_s), got.queued_s,
                              token_ids=got.token_ids, output_tokens_source=got.output_tokens_source,
-                             cached_tokens=got.cached_tokens, conversation=conv, turn=turn), got
+                             cached_tokens=got.cached_tokens, conversation=conv, turn=turn,
+                             answer_valid=got.answer_valid), got
 
     async def conversation(index: int, scheduled_s: float, dispatched_s: float) -> List[RequestTiming]:
         timings = []

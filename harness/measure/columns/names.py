@@ -83,6 +83,7 @@ class R(Leading):
     output_tokens_mean = "output_tokens_mean"
     output_tokens_source = "output_tokens_source"
     prefix_cache_hit_rate = "prefix_cache_hit_rate"
+    invalid_answer_share = "invalid_answer_share"
     # per sequence of a static batch
     request_ttft_ms_mean = "request_ttft_ms_mean"
     request_ttft_ms_p50 = "request_ttft_ms_p50"
@@ -245,6 +246,7 @@ class Q(Leading):
     conversation = "conversation"
     turn = "turn"
     context_tokens = "context_tokens"
+    answer_valid = "answer_valid"
 
 
 class A:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.measure.columns.base import (
     BATCH_SEARCH, BYTES, CONTEXT_DECLARED, COUNT, Column, FLOP, GBPS, JOULES_PER_TOKEN, MS, MULTI_TURN, PERCENT,
     PER_POINT, PER_SEQUENCE, POINTS, POINT_DECLARED, PREFIXES, PRICE_PER_M_TOKENS, QUANTIZATION, RATIO, REQUESTS_PER_S,
-    ROOFLINE, S, SAMPLING, SHARE, SPECULATIVE, SPECULATIVE_WHERE, STREAMS, TEXT, TFLOPS, TOKENS, TOKENS_PER_S,
+    ROOFLINE, S, SAMPLING, SHARE, SPECULATIVE, SPECULATIVE_WHERE, STREAMS, STRUCTURED, TEXT, TFLOPS, TOKENS, TOKENS_PER_S,
     UNCERTAINTY, WATTS, ZERO, HEADLINE, KWH_PER_M_TOKENS, ci95_family, draft_counters, keyed, stats_family,
 )
 from harness.measure.columns.base import ACCURACY, CELSIUS, MHZ, PROFILE, VALIDITY
@@ -73,6 +73,8 @@ TOKENS_DECLARED = [
     Column("output_tokens_source", TEXT, "Where the requests' output counts come from: `engine` (its token ids), "
            "`usage` (the server's final usage), `tokenizer` (the text re-tokenized) or `chunks` (one per streamed "
            f"chunk); joined with `+` when requests differ. {STREAMS}", "stream"),
+    Column("invalid_answer_share", SHARE, "Completed timed requests whose answer did not parse as JSON or meet "
+           f"`workload.json_schema` / completed timed requests. {STRUCTURED}", "streams with workload.json_schema"),
     Column("prefix_cache_hit_rate", SHARE, "Prompt tokens served from the prefix cache / prompt tokens, over the "
            "timed sequences or requests where the engine reports every one's cached tokens; else a stream's "
            f"`server_prefix_cache_hit_rate`. {PREFIXES}", "vllm; openai streams"),

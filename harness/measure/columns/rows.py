@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.measure.columns.base import (
     ACCURACY, COUNT, Column, INDEX, JOULES, MS, MULTI_TURN, PER_BATCH, PREFIXES, RATIO, ROOFLINE, S, SHARE, STREAMS,
+    STRUCTURED,
     TEXT, TOKENS, draft_counters, keyed, leading,
 )
 
@@ -67,6 +68,9 @@ REQUESTS = keyed(leading("stream") + [
     Column("turn", INDEX, f"Its 1-based turn within the conversation. {MULTI_TURN}", "multi-turn streams"),
     Column("context_tokens", TOKENS, f"The prompt it was sent with, history included (= `input_tokens`). "
            f"{MULTI_TURN}", "multi-turn streams"),
+    Column("answer_valid", "0/1", "1 when its whole answer parsed as JSON and met `workload.json_schema`; 0 when it "
+           f"did not (cut at its budget included); empty for a failed request. {STRUCTURED}",
+           "streams with workload.json_schema"),
 ])
 
 # --- server_metrics/*.csv: one row per scrape of a stream's server --------------------------------------------
