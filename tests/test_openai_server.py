@@ -242,7 +242,7 @@ def test_answers_held_to_a_json_schema_are_checked_guided_or_not(server, tmp_pat
     config["stream"].update(request_rates=[8], num_requests=6, num_warmup_requests=1)
     path = tmp_path / "schema.yaml"
     path.write_text(yaml.safe_dump(config))
-    result = run_benchmark(path, "--output-dir", tmp_path / "out")
+    result = run_benchmark(path, "--output-dir", tmp_path / "out", "--no-plots")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     printed = " ".join(result.stdout.split())  # the console wraps long lines
     assert "(SLO met by 100%) invalid answers 0%" in printed and "invalid answers 100%" in printed

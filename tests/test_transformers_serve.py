@@ -90,7 +90,7 @@ def test_the_demo_yaml_through_benchmark_py(server, tmp_path):
     config["stream"].update(request_rates=[4], num_requests=8, num_warmup_requests=2)
     path = tmp_path / "servers.yaml"
     path.write_text(yaml.safe_dump(config))
-    result = run_benchmark(path, "--output-dir", tmp_path / "out")
+    result = run_benchmark(path, "--output-dir", tmp_path / "out", "--no-plots")
     assert result.returncode == 0, result.stderr[-2000:]
     (row,) = list(csv.DictReader(open(tmp_path / "out" / "results.csv")))
     assert row["status"] == "ok" and row["backend"] == "transformers-serve", row["error"]
