@@ -151,11 +151,10 @@ class CompletionsClient:
         if not (batch.answer_schema and self.guided_decoding):
             return {}
         schema = json.loads(batch.answer_schema)
-        if self.endpoint == "chat":
-            return {"response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}}
-        if self.endpoint == "responses":
-            return {"text": {"format": {"type": "json_schema", "name": "answer", "schema": schema}}}
-        return {"output_config": {"format": {"type": "json_schema", "schema": schema}}}
+        value = {"chat": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}},
+                 "responses": {"format": {"type": "json_schema", "name": "answer", "schema": schema}},
+                 "messages": {"format": {"type": "json_schema", "schema": schema}}}[self.endpoint]
+        return {SCHEMA_FIELDS[self.endpoint]: value}
 
     def _extension_fields(self, batch: BatchSpec, max_tokens: int) -> Dict[str, Any]:
         """Exactly max_tokens tokens (EOS off) and top_k, in the server's own words: OpenAI's API has neither."""

@@ -4,8 +4,8 @@ usage, and whether the response ended whole.
 
 Neither API streams a running token count, so each event that carries output text is one token, as vLLM's serving
 benchmark counts chat chunks without usage; the total is the server's own `usage` at the end, and an event that
-carries several tokens (steps coalesced) makes one longer gap, never a lost token (docs/measurement.md, "The
-request APIs").
+carries several tokens (steps coalesced) makes one longer gap, never a lost token (docs/measurement.md, "Request
+streams": `openai` with `endpoint: responses` or `messages`).
 
 - Responses (`POST /v1/responses`, OpenAI's): `response.output_text.delta` and `response.reasoning_text.delta`
   carry text (`delta`); the last event is `response.completed`, or `response.incomplete` where the budget ran

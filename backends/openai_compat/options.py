@@ -80,6 +80,8 @@ class OpenAIOptions(BackendOptions):
     extra_body: Dict[str, Any] = opt(factory=dict,
                                      help="Merged into every request body, e.g. {repetition_penalty: 1.0}.")
 
+    holds_answers_to_a_schema = True  # workload.json_schema: asked for through the API, every answer checked
+
     def cannot_profile(self) -> Optional[str]:
         return "openai sends requests to a server whose process the harness does not profile"
 
@@ -130,17 +132,14 @@ class OpenAIOptions(BackendOptions):
                 raise UserError(f"{key}.extra_body.{field_name}: set by the harness from the sweep "
                                 f"({', '.join(HARNESS_FIELDS)} are)")
 
-
-    holds_answers_to_a_schema = True
-
     def validate_workload(self, key: str, workload) -> None:
         if getattr(workload, "json_schema", None) is not None:
             if self.endpoint not in CONVERSATION_ENDPOINTS:
                 raise UserError(f"{key}.endpoint: answers held to workload.json_schema go through endpoint chat, "
                                 f"responses or messages, not {self.endpoint}")
-            taken = [f for f in SCHEMA_FIELDS.values() if f in self.extra_body]
-            if taken and self.guided_decoding:
-                raise UserError(f"{key}.extra_body.{taken[0]}: set by the harness from workload.json_schema; remove "
+            field = SCHEMA_FIELDS[self.endpoint]
+            if field in self.extra_body and self.guided_decoding:
+                raise UserError(f"{key}.extra_body.{field}: set by the harness from workload.json_schema; remove "
                                 "it, or set guided_decoding: false")
         if self.endpoint not in CONVERSATION_ENDPOINTS:
             return
