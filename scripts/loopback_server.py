@@ -17,6 +17,9 @@ answered, then every `--every`-th one gets the next fault of `--faults`, in turn
 mid-point.
 `--max-running N`: at most N requests are answered at once, the rest wait their turn (a server of fixed capacity,
 as an engine's max_num_seqs makes it: offered more than N / (tokens x gap) requests/s, its queue grows).
+`--reasoning-tokens N`: POST /v1/chat/completions answers too, as vLLM does with a reasoning parser: the first N
+tokens as `delta.reasoning_content`, the rest as `delta.content`, and OpenAI's
+`usage.completion_tokens_details.reasoning_tokens` (which vLLM does not send) on the closing chunk.
 `--reset-endpoint`: answers POST /reset_prefix_cache as vLLM's development mode does (`{"success": true}`; the first
 `--refuse-resets` ones `{"success": false}`); without it that path is a 404. GET /stats says how many requests and
 resets arrived; `--reset-log PATH` gets a line per reset: how many completions requests had arrived.
@@ -33,11 +36,18 @@ from aiohttp import web
 
 
 
-def chunk(index: int, usage: int, prompt_tokens: int, finish: bool = False) -> bytes:
-    body = {"object": "text_completion", "model": "fault",
-            "choices": [{"index": 0, "text": f" t{index}", "finish_reason": "length" if finish else None}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": usage,
-                      "total_tokens": prompt_tokens + usage}}
+def chunk(index: int, usage: int, prompt_tokens: int, finish: bool = False, reasoning: int = -1) -> bytes:
+    """Token `index` as a completions chunk, or (`reasoning` >= 0) as a chat chunk: reasoning while index <= it."""
+    running = {"prompt_tokens": prompt_tokens, "completion_tokens": usage, "total_tokens": prompt_tokens + usage}
+    if reasoning < 0:
+        body = {"object": "text_completion", "model": "fault",
+                "choices": [{"index": 0, "text": f" t{index}", "finish_reason": "length" if finish else None}],
+                "usage": running}
+    else:
+        delta = {"reasoning_content" if index <= reasoning else "content": f" t{index}"}
+        body = {"object": "chat.completion.chunk", "model": "fault",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": "length" if finish else None}],
+                "usage": running}
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
@@ -50,6 +60,7 @@ class FaultServer:
         self.refuse_resets = 0
         self.reset_log = ""
         self.running: asyncio.Semaphore | None = None  # --max-running: requests answered at once
+        self.reasoning_tokens = -1  # --reasoning-tokens: chat answers start with this many reasoning tokens
 
     def fault_for(self, number: int):
         counted = number - self.skip
@@ -72,14 +83,18 @@ class FaultServer:
             return await self._answer(request, body, number, fault)
 
     async def _answer(self, request: web.Request, body: dict, number: int, fault) -> web.StreamResponse:
-        prompt_tokens = len(body.get("prompt") or [])
+        chat = "messages" in body
+        # a chat prompt's tokens counted as its words: the loopback has no tokenizer
+        prompt = body["messages"] if chat else body.get("prompt") or []
+        prompt_tokens = sum(len(m["content"].split()) for m in prompt) if chat else len(prompt)
         max_tokens = int(body.get("max_tokens") or 16)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         for i in range(1, max_tokens + 1):
             if self.token_gap_s:
                 await asyncio.sleep(self.token_gap_s)
-            await response.write(chunk(i, i, prompt_tokens, finish=i == max_tokens))
+            await response.write(chunk(i, i, prompt_tokens, finish=i == max_tokens,
+                                       reasoning=self.reasoning_tokens if chat else -1))
             if number == self.die_after:
                 os._exit(3)
             if fault == "close" and i == 2:
@@ -89,7 +104,10 @@ class FaultServer:
                 await response.write(b"data: {not json\n\n")
             if fault == "stall":
                 await asyncio.sleep(3600)
-        await response.write(b'data: {"choices": [], "usage": {"completion_tokens": %d}}\n\n' % max_tokens)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens}
+        if chat:
+            usage["completion_tokens_details"] = {"reasoning_tokens": min(self.reasoning_tokens, max_tokens)}
+        await response.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
         return response
 
@@ -122,6 +140,8 @@ def main() -> None:
     parser.add_argument("--die-after", type=int, default=0)
     parser.add_argument("--token-gap-ms", type=float, default=2.0, help="time before each token; 0: at once")
     parser.add_argument("--max-running", type=int, default=0, help="requests answered at once; 0: no limit")
+    parser.add_argument("--reasoning-tokens", type=int, default=-1,
+                        help="answer POST /v1/chat/completions, the first N tokens as reasoning; -1: no chat route")
     parser.add_argument("--reset-endpoint", action="store_true", help="answer POST /reset_prefix_cache")
     parser.add_argument("--refuse-resets", type=int, default=0, help="the first N resets answer success: false")
     parser.add_argument("--reset-log", default="", help="a file that gets a line per reset")
@@ -129,6 +149,7 @@ def main() -> None:
     server = FaultServer([f for f in args.faults.split(",") if f], args.every, args.skip, args.die_after,
                          args.token_gap_ms / 1e3)
     server.refuse_resets, server.reset_log = args.refuse_resets, args.reset_log
+    server.reasoning_tokens = args.reasoning_tokens
     if args.max_running:
         server.running = asyncio.Semaphore(args.max_running)
     app = web.Application()
@@ -136,6 +157,8 @@ def main() -> None:
                     web.post("/v1/completions", server.completions)])
     if args.reset_endpoint:
         app.add_routes([web.post("/reset_prefix_cache", server.reset_prefix_cache)])
+    if args.reasoning_tokens >= 0:
+        app.add_routes([web.post("/v1/chat/completions", server.completions)])
     # A stalled handler is dropped when its client gives up, and does not hold up SIGTERM.
     web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None, shutdown_timeout=1.0,
                 handler_cancellation=True)

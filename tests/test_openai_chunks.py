@@ -84,3 +84,25 @@ def test_a_one_token_answer_whose_text_is_empty_is_counted():
     closing = {"choices": [{"text": "", "finish_reason": "length"}], "usage": usage(1, 33)}
     assert read_all(reading, [closing, {"choices": [], "usage": usage(1, 33)}]) == [1, 0]
     assert reading.output_tokens() == (1, "usage")
+
+
+def test_reasoning_chunks_are_output_counted_apart_from_the_answer():
+    """vLLM with a reasoning parser: `reasoning_content` (later `reasoning`) before `content`; every chunk's tokens
+    are output, the reasoning's counted apart, and the first chunk with answer tokens is known as it arrives."""
+    def reasoning_chunk(text, completion, key="reasoning_content"):
+        return {"choices": [{"index": 0, "delta": {key: text}, "finish_reason": None}], "usage": usage(completion, 9)}
+
+    chunks = [chat_chunk("", role="assistant", usage=usage(0, 9)), reasoning_chunk("Let", 1),
+              reasoning_chunk(" me see", 3, key="reasoning"), chat_chunk("Yes", usage=usage(4, 9)),
+              chat_chunk(".", finish="stop", usage=usage(5, 9)), {"choices": [], "usage": usage(5, 9)}]
+    reading = ResponseReading(chat=True)
+    answered = []
+    for c in chunks:
+        reading.read(c)
+        answered.append(reading.answered)
+    assert answered == [False, False, False, True, True, False]
+    assert reading.output_tokens() == (5, "usage") and reading.texts == ["Yes", "."]
+    assert reading.reasoning_tokens == 3 and reading.reasoning_texts == ["Let", " me see"]
+    plain = ResponseReading(chat=True)
+    read_all(plain, [chat_chunk("a", usage=usage(1)), chat_chunk("b", finish="stop", usage=usage(2))])
+    assert plain.reasoning_tokens is None  # nothing streamed as reasoning: not a reasoning answer

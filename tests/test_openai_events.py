@@ -12,9 +12,9 @@ def read_all(reading, events):
     return [reading.read(e) for e in events]
 
 
-def responses_usage(input_tokens, output_tokens, cached=0):
+def responses_usage(input_tokens, output_tokens, cached=0, reasoning=0):
     return {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": cached},
-            "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": reasoning},
             "total_tokens": input_tokens + output_tokens}
 
 
@@ -38,14 +38,23 @@ def test_a_responses_stream_counts_a_token_per_text_event_and_takes_usage_at_the
     assert (reading.usage_input_tokens, reading.usage_cached_tokens) == (13, 8)
 
 
-def test_reasoning_text_is_output_and_response_incomplete_ends_the_stream():
-    """OpenAI ends a response cut by max_output_tokens with `response.incomplete`, not `completed`."""
+def test_reasoning_is_output_apart_from_the_answer_and_response_incomplete_ends_the_stream():
+    """Reasoning and answer tokens are both output, counted apart (the server's reasoning count where its usage has
+    one); the first answer token is the first event of the answer. OpenAI ends a response cut by max_output_tokens
+    with `response.incomplete`, not `completed`."""
     events = [{"type": "response.reasoning_text.delta", "delta": "think"},
+              {"type": "response.reasoning_text.delta", "delta": " more"},
               {"type": "response.output_text.delta", "delta": "ok"},
-              response_event("response.incomplete", responses_usage(4, 2), "incomplete")]
+              response_event("response.incomplete", responses_usage(4, 5, reasoning=4), "incomplete")]
     reading = ResponsesReading()
-    assert read_all(reading, events) == [1, 1, 0] and reading.finished
-    assert reading.output_tokens() == (2, "usage") and reading.texts == ["think", "ok"]
+    answered = []
+    for event in events:
+        reading.read(event)
+        answered.append(reading.answered)
+    assert answered == [False, False, True, False] and reading.finished
+    assert reading.output_tokens() == (5, "usage") and reading.texts == ["ok"]
+    assert reading.reasoning_texts == ["think", " more"] and reading.reasoning_counted == 2
+    assert reading.reasoning_tokens == 4  # the server's count: its events coalesced steps
 
 
 def test_a_responses_stream_cut_short_is_not_finished():
@@ -98,7 +107,8 @@ def test_messages_count_the_cached_prompt_in_the_prompt_and_thinking_as_output()
     reading = MessagesReading()
     assert read_all(reading, events) == [0, 0, 1, 0, 1, 1, 0, 0]
     assert (reading.usage_input_tokens, reading.usage_cached_tokens) == (125, 100)
-    assert reading.output_tokens() == (9, "usage") and reading.texts == ["hmm", "{\"a\"", "yes"]
+    assert reading.output_tokens() == (9, "usage") and reading.texts == ["{\"a\"", "yes"]
+    assert reading.reasoning_texts == ["hmm"] and reading.reasoning_tokens == 1  # Anthropic's usage has no count
 
 
 def test_a_messages_error_event_ends_the_request_and_a_cut_stream_is_not_finished():

@@ -33,8 +33,15 @@ class ResponseReading:
     usage_cached_tokens: Optional[int] = None  # usage.prompt_tokens_details.cached_tokens, where the server gives it
     running_usage: bool = False  # usage before the last chunk: the server counts as it goes
     finished: bool = False  # a choice had its finish_reason: the response is whole, [DONE] or not
-    texts: List[str] = field(default_factory=list)
+    texts: List[str] = field(default_factory=list)  # the answer's text
     token_ids: List[int] = field(default_factory=list)
+    # Reasoning streamed apart from the answer (docs/measurement.md, "Reasoning tokens"): its text, the tokens the
+    # chunks carrying it counted, the server's own count where its usage has one, and whether the chunk last read
+    # carried answer tokens (what the client stamps the first answer token by).
+    reasoning_texts: List[str] = field(default_factory=list)
+    reasoning_counted: int = 0
+    usage_reasoning_tokens: Optional[int] = None
+    answered: bool = False
 
     def read(self, chunk: Dict[str, Any]) -> int:
         """Take one parsed `data:` payload; return how many tokens it carries (0: none, nothing to stamp)."""
@@ -51,13 +58,20 @@ class ResponseReading:
         if usage.get("completion_tokens") is not None:
             self.usage_output_tokens = int(usage["completion_tokens"])
             self.running_usage |= bool(choices) and choice.get("finish_reason") is None
+        reasoning_tokens = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+        if reasoning_tokens is not None:
+            self.usage_reasoning_tokens = int(reasoning_tokens)
+        self.answered = False
         if not choices:
             return 0  # the usage-only chunk that ends a stream
         self.finished |= choice.get("finish_reason") is not None
-        text, ids = self._text(choice), choice.get("token_ids") or []  # token_ids: vLLM's return_token_ids
+        (text, reasoning), ids = self._text(choice), choice.get("token_ids") or []  # token_ids: vLLM's return_token_ids
         if text:
             self.texts.append(text)
+        if reasoning:
+            self.reasoning_texts.append(reasoning)
         self.token_ids.extend(ids)
+        answer, text = text, text or reasoning  # below: whether the chunk carries a token, whichever part it is of
         if usage.get("completion_tokens") is not None and (self.running_usage or not self.counted):
             # the server's running count; or a whole answer in one closing chunk (a one-token answer from vLLM), whose
             # only token may have empty text
@@ -72,20 +86,42 @@ class ResponseReading:
         else:
             count = 0  # the chat role chunk, or a closing chunk with no text
         self.counted += max(count, 0)
+        if count > 0 and reasoning and not answer:
+            self.reasoning_counted += count
+        else:
+            self.answered = count > 0
         return count
 
-    def _text(self, choice: Dict[str, Any]) -> str:
+    def _text(self, choice: Dict[str, Any]) -> Tuple[str, str]:
+        """(the answer's text, the reasoning's) of one chunk: reasoning models stream their thinking apart from the
+        answer (vLLM's `reasoning_content`, later `reasoning`); both are output tokens."""
         if not self.chat:
-            return choice.get("text") or ""
+            return choice.get("text") or "", ""
         delta = choice.get("delta") or {}
-        # reasoning models stream their thinking apart from the answer: both are output tokens
-        return "".join(delta.get(k) or "" for k in ("reasoning_content", "reasoning", "content"))
+        return delta.get("content") or "", "".join(delta.get(k) or "" for k in ("reasoning_content", "reasoning"))
+
+    def token(self, text: str, reasoning: bool) -> None:
+        """One token of an event-per-token API (events.py): the answer's, or the reasoning's."""
+        (self.reasoning_texts if reasoning else self.texts).extend([text] if text else [])
+        self.counted += 1  # an event per step: one token, or several coalesced (usage has the total)
+        self.reasoning_counted += reasoning
+        self.answered = not reasoning
+
+    @property
+    def reasoning_tokens(self) -> Optional[int]:
+        """The server's count of reasoning tokens where its usage has one (OpenAI's reasoning models count reasoning
+        they do not stream), else the tokens of the chunks that carried reasoning; None for an answer with none (a
+        usage count of 0 and nothing streamed as reasoning)."""
+        if self.usage_reasoning_tokens or (self.usage_reasoning_tokens is not None and self.reasoning_texts):
+            return self.usage_reasoning_tokens
+        return self.reasoning_counted if self.reasoning_texts else None
 
     def output_tokens(self, tokenizer=None) -> Tuple[int, str]:
         """The response's output token count and its source: the server's `usage`; else the text re-tokenized with
         the model's tokenizer (exact for real weights; random weights' text does not survive it); else the chunks."""
         if self.usage_output_tokens is not None:
             return self.usage_output_tokens, "usage"
-        if tokenizer is not None and self.texts:
-            return len(tokenizer("".join(self.texts), add_special_tokens=False)["input_ids"]), "tokenizer"
+        if tokenizer is not None and (self.texts or self.reasoning_texts):
+            text = "".join(self.reasoning_texts + self.texts)
+            return len(tokenizer(text, add_special_tokens=False)["input_ids"]), "tokenizer"
         return self.counted, "chunks"

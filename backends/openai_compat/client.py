@@ -195,6 +195,7 @@ class CompletionsClient:
     async def _exchange(self, session, body: bytes, batch: BatchSpec, index: int) -> Submitted:
         """Send request `index`, stamp every chunk that carries tokens, return when the stream ends."""
         clock, reading, done = TokenClock(), READERS[self.endpoint](chat=self.endpoint == "chat"), False
+        answer_s = None  # the answer's first token, after any reasoning
         async with session.post(self.url, data=body) as response:
             if response.status != 200:
                 detail = " ".join((await response.text())[:300].split())
@@ -209,6 +210,8 @@ class CompletionsClient:
                     except ValueError:
                         raise RuntimeError(f"malformed SSE data (not JSON): {payload[:80]!r}") from None
                     clock.arrived(reading.read(chunk))
+                    if reading.answered and answer_s is None:
+                        answer_s = clock.last_s
         if not (done or reading.finished):
             raise RuntimeError("the connection closed before the response ended (no finish_reason, no data: [DONE])")
         output_tokens, source = reading.output_tokens(self.tokenizer)
@@ -223,7 +226,8 @@ class CompletionsClient:
         return Submitted(clock.first_s, clock.last_s, output_tokens, clock.gaps_s(),
                          token_ids=tuple(ids) if len(ids) == output_tokens else None,
                          input_tokens=reading.usage_input_tokens, output_tokens_source=source,
-                         cached_tokens=reading.usage_cached_tokens, text=text, answer_valid=valid)
+                         cached_tokens=reading.usage_cached_tokens, text=text, answer_valid=valid,
+                         reasoning_tokens=reading.reasoning_tokens, first_answer_token_s=answer_s)
 
 
 async def sse_data(content) -> AsyncGenerator[bytes, None]:

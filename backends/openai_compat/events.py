@@ -27,6 +27,7 @@ from backends.openai_compat.chunks import ResponseReading
 
 RESPONSES_TEXT_EVENTS = ("response.output_text.delta", "response.reasoning_text.delta",
                          "response.function_call_arguments.delta")
+REASONING_EVENTS = ("response.reasoning_text.delta", "thinking_delta")  # the rest of the text is the answer's
 RESPONSES_END_EVENTS = ("response.completed", "response.incomplete")
 MESSAGES_DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json"}
 
@@ -42,15 +43,13 @@ class ResponsesReading(ResponseReading):
     chat: bool = True
 
     def read(self, chunk: Dict[str, Any]) -> int:
+        self.answered = False
         kind = chunk.get("type")
         if kind == "error" or kind == "response.failed":
             response = chunk.get("response") or {}
             raise _error(chunk.get("message") or response.get("error") or chunk)
         if kind in RESPONSES_TEXT_EVENTS:
-            text = chunk.get("delta") or ""
-            if text:
-                self.texts.append(text)
-            self.counted += 1  # an event per step: one token, or several coalesced (usage has the total)
+            self.token(chunk.get("delta") or "", kind in REASONING_EVENTS)
             return 1
         if kind in RESPONSES_END_EVENTS:
             self.finished = True
@@ -65,6 +64,9 @@ class ResponsesReading(ResponseReading):
             self.usage_cached_tokens = int(cached)
         if usage.get("output_tokens") is not None:
             self.usage_output_tokens = int(usage["output_tokens"])
+        reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens")
+        if reasoning is not None:
+            self.usage_reasoning_tokens = int(reasoning)
 
 
 @dataclass
@@ -74,6 +76,7 @@ class MessagesReading(ResponseReading):
     chat: bool = True
 
     def read(self, chunk: Dict[str, Any]) -> int:
+        self.answered = False
         kind = chunk.get("type")
         if kind == "error":
             raise _error(chunk.get("error") or chunk)
@@ -82,10 +85,7 @@ class MessagesReading(ResponseReading):
             field = MESSAGES_DELTA_FIELDS.get(delta.get("type", ""))
             if field is None:
                 return 0  # a thinking block's signature: no token
-            text = delta.get(field) or ""
-            if text:
-                self.texts.append(text)
-            self.counted += 1
+            self.token(delta.get(field) or "", delta.get("type") in REASONING_EVENTS)
             return 1
         if kind == "message_start":
             self._usage((chunk.get("message") or {}).get("usage") or {})

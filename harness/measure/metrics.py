@@ -156,6 +156,7 @@ class RequestFigures:
     send_slip_ms: float
     client_wait_ms: float  # released, waiting for a concurrency slot (or a static batch) until sent
     queue_ms: Optional[float]
+    ttft_answer_ms: Optional[float] = None  # the answer's first token, after any reasoning streamed apart
 
     def meets(self, slo: SLO) -> bool:
         return self.ttft_ms <= slo.ttft_ms and (self.tpot_ms is None or self.tpot_ms <= slo.tpot_ms)
@@ -170,6 +171,7 @@ def request_figures(r: RequestTiming) -> RequestFigures:
         ttft_ms=(r.first_token_s - r.scheduled_s) * 1e3, tpot_ms=tpot, e2e_ms=(r.last_token_s - r.scheduled_s) * 1e3,
         itl_ms=tuple(g * 1e3 for g in r.token_gaps_s), send_slip_ms=(r.dispatched_s - r.scheduled_s) * 1e3,
         client_wait_ms=(r.sent_s - r.dispatched_s) * 1e3, queue_ms=None if r.queued_s is None else r.queued_s * 1e3,
+        ttft_answer_ms=None if r.first_answer_token_s is None else (r.first_answer_token_s - r.scheduled_s) * 1e3,
     )
 
 
@@ -230,6 +232,11 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     out.update(server_figures(timing.server))
     out["prefix_cache_hit_rate"] = prefix_cache_hit_rate(requests, out.get("server_prefix_cache_hit_rate"))
     checked = [r.answer_valid for r in requests if r.answer_valid is not None]  # completed requests held to a schema
+    reasoning = [r.reasoning_tokens for r in requests if r.reasoning_tokens is not None]
+    if reasoning:  # a reasoning model's answers, its reasoning streamed apart (docs/measurement.md)
+        out["reasoning_tokens_mean"] = float(np.mean(reasoning))
+        out.update(describe([f.ttft_answer_ms for f in figures if f.ttft_answer_ms is not None], "ttft_answer_ms",
+                            REQUEST_STATS))
     out["invalid_answer_share"] = checked.count(False) / len(checked) if checked else None
     if any(r.turn is not None for r in timing.requests):
         out["num_conversations"] = sum(r.turn == 1 for r in timing.requests)

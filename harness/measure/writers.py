@@ -55,12 +55,12 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
                "input_tokens": r.input_tokens, "cached_tokens": r.cached_tokens, "output_tokens": r.output_tokens,
                "output_tokens_source": r.output_tokens_source, "met_slo": 0, "error": r.error,
                # a multi-turn request's prompt is its conversation so far: what it is sent with
-               "conversation": r.conversation, "turn": r.turn,
+               "conversation": r.conversation, "turn": r.turn, "reasoning_tokens": r.reasoning_tokens,
                "context_tokens": r.input_tokens if r.turn is not None else None,
                "answer_valid": None if r.answer_valid is None else int(r.answer_valid)}  # 0/1, as met_slo
         if r.ok:
             f = request_figures(r)
-            row.update(ttft_ms=f.ttft_ms, tpot_ms=f.tpot_ms, e2e_ms=f.e2e_ms,
+            row.update(ttft_ms=f.ttft_ms, tpot_ms=f.tpot_ms, e2e_ms=f.e2e_ms, ttft_answer_ms=f.ttft_answer_ms,
                        itl_ms_mean=sum(f.itl_ms) / len(f.itl_ms) if f.itl_ms else None,
                        itl_ms_max=max(f.itl_ms) if f.itl_ms else None, send_slip_ms=f.send_slip_ms,
                        client_wait_ms=f.client_wait_ms, queue_ms=f.queue_ms,

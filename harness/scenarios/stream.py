@@ -115,6 +115,8 @@ class RequestTiming:
     `cached_tokens`: prompt tokens the engine served from its prefix cache, where it says (None: it does not).
     `conversation`, `turn`: where the request sits in a multi-turn stream (None in a stream of single requests).
     `answer_valid`: whether its answer parsed as JSON and met the workload's `json_schema` (None: no schema).
+    `reasoning_tokens`: output tokens the engine streamed as reasoning apart from the answer (None: none streamed);
+    `first_answer_token_s`: the answer's first token, after the reasoning (None without one).
     """
 
     index: int
@@ -134,6 +136,8 @@ class RequestTiming:
     conversation: Optional[int] = None
     turn: Optional[int] = None
     answer_valid: Optional[bool] = None
+    reasoning_tokens: Optional[int] = None
+    first_answer_token_s: Optional[float] = None
 
     @property
     def ok(self) -> bool:
@@ -208,6 +212,8 @@ class Submitted:
     cached_tokens: Optional[int] = None
     text: Optional[str] = field(default=None, repr=False)  # the answer's text, where a later turn needs it (chat)
     answer_valid: Optional[bool] = None  # the answer against the workload's json_schema, where it has one
+    reasoning_tokens: Optional[int] = None  # streamed as reasoning apart from the answer, where the engine does
+    first_answer_token_s: Optional[float] = None
 
 
 # submit(index) sends request `index` of the stream and returns when its last token has arrived.
@@ -255,7 +261,8 @@ async def _drive(stream: StreamSpec, submit: Submit, clock: ReleaseClock) -> Str
                              input_tokens, got.output_tokens, tuple(got.token_gaps_s), got.queued_s,
                              token_ids=got.token_ids, output_tokens_source=got.output_tokens_source,
                              cached_tokens=got.cached_tokens, conversation=conv, turn=turn,
-                             answer_valid=got.answer_valid), got
+                             answer_valid=got.answer_valid, reasoning_tokens=got.reasoning_tokens,
+                             first_answer_token_s=got.first_answer_token_s), got
 
     async def conversation(index: int, scheduled_s: float, dispatched_s: float) -> List[RequestTiming]:
         timings = []

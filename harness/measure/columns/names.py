@@ -84,6 +84,11 @@ class R(Leading):
     output_tokens_source = "output_tokens_source"
     prefix_cache_hit_rate = "prefix_cache_hit_rate"
     invalid_answer_share = "invalid_answer_share"
+    reasoning_tokens_mean = "reasoning_tokens_mean"
+    ttft_answer_ms_mean = "ttft_answer_ms_mean"
+    ttft_answer_ms_p50 = "ttft_answer_ms_p50"
+    ttft_answer_ms_p90 = "ttft_answer_ms_p90"
+    ttft_answer_ms_p99 = "ttft_answer_ms_p99"
     # per sequence of a static batch
     request_ttft_ms_mean = "request_ttft_ms_mean"
     request_ttft_ms_p50 = "request_ttft_ms_p50"
@@ -247,6 +252,8 @@ class Q(Leading):
     turn = "turn"
     context_tokens = "context_tokens"
     answer_valid = "answer_valid"
+    reasoning_tokens = "reasoning_tokens"
+    ttft_answer_ms = "ttft_answer_ms"
 
 
 class A:

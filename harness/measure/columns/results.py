@@ -6,10 +6,12 @@ from harness.measure.columns.base import (
     BATCH_SEARCH, BYTES, CONTEXT_DECLARED, COUNT, Column, FLOP, GBPS, JOULES_PER_TOKEN, MS, MULTI_TURN, PERCENT,
     PER_POINT, PER_SEQUENCE, POINTS, POINT_DECLARED, PREFIXES, PRICE_PER_M_TOKENS, QUANTIZATION, RATIO, REQUESTS_PER_S,
     ROOFLINE, S, SAMPLING, SHARE, SPECULATIVE, SPECULATIVE_WHERE, STREAMS, STRUCTURED, TEXT, TFLOPS, TOKENS, TOKENS_PER_S,
-    UNCERTAINTY, WATTS, ZERO, HEADLINE, KWH_PER_M_TOKENS, ci95_family, draft_counters, keyed, stats_family,
+    UNCERTAINTY, WATTS, ZERO, HEADLINE, REASONING, KWH_PER_M_TOKENS, ci95_family, draft_counters, keyed, stats_family,
 )
 from harness.measure.columns.base import ACCURACY, CELSIUS, MHZ, PROFILE, VALIDITY
 from harness.measure.metrics import REQUEST_STATS
+
+REASONING_WHERE = "streams from servers that stream reasoning apart"
 
 
 # --- results.csv: one row per point ---------------------------------------------------------------------------
@@ -75,6 +77,10 @@ TOKENS_DECLARED = [
            f"chunk); joined with `+` when requests differ. {STREAMS}", "stream"),
     Column("invalid_answer_share", SHARE, "Completed timed requests whose answer did not parse as JSON or meet "
            f"`workload.json_schema` / completed timed requests. {STRUCTURED}", "streams with workload.json_schema"),
+    Column("reasoning_tokens_mean", TOKENS, "Mean of `reasoning_tokens` over the completed requests that streamed "
+           f"reasoning apart from the answer (part of `output_tokens_mean`). {REASONING}", REASONING_WHERE),
+    *stats_family("ttft_answer_ms", MS, "`ttft_answer_ms` (the answer's first token, after the reasoning) over the "
+                  "completed requests", REASONING_WHERE, REASONING, REQUEST_STATS),
     Column("prefix_cache_hit_rate", SHARE, "Prompt tokens served from the prefix cache / prompt tokens, over the "
            "timed sequences or requests where the engine reports every one's cached tokens; else a stream's "
            f"`server_prefix_cache_hit_rate`. {PREFIXES}", "vllm; openai streams"),

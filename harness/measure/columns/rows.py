@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.measure.columns.base import (
     ACCURACY, COUNT, Column, INDEX, JOULES, MS, MULTI_TURN, PER_BATCH, PREFIXES, RATIO, ROOFLINE, S, SHARE, STREAMS,
-    STRUCTURED,
+    REASONING, STRUCTURED,
     TEXT, TOKENS, draft_counters, keyed, leading,
 )
 
@@ -49,6 +49,8 @@ REQUESTS = keyed(leading("stream") + [
     Column("output_tokens_source", TEXT, "`engine` (its token ids), `usage` (the server's final usage), `tokenizer` "
            f"(the text re-tokenized) or `chunks` (one per streamed chunk). {STREAMS}", "all"),
     Column("ttft_ms", MS, f"First token - scheduled arrival. {STREAMS}", COMPLETED),
+    Column("ttft_answer_ms", MS, "The answer's first token - scheduled arrival: after the reasoning a server streams "
+           f"apart from the answer. {REASONING}", "completed requests of servers that stream reasoning apart"),
     Column("tpot_ms", MS, f"(last token - first token) / (output tokens - 1); empty for one token. {STREAMS}",
            COMPLETED),
     Column("e2e_ms", MS, f"Last token - scheduled arrival. {STREAMS}", COMPLETED),
@@ -68,6 +70,9 @@ REQUESTS = keyed(leading("stream") + [
     Column("turn", INDEX, f"Its 1-based turn within the conversation. {MULTI_TURN}", "multi-turn streams"),
     Column("context_tokens", TOKENS, f"The prompt it was sent with, history included (= `input_tokens`). "
            f"{MULTI_TURN}", "multi-turn streams"),
+    Column("reasoning_tokens", TOKENS, "Output tokens streamed as reasoning apart from the answer (the server's "
+           f"count where its usage has one; part of `output_tokens`). {REASONING}",
+           "servers that stream reasoning apart"),
     Column("answer_valid", "0/1", "1 when its whole answer parsed as JSON and met `workload.json_schema`; 0 when it "
            f"did not (cut at its budget included); empty for a failed request. {STRUCTURED}",
            "streams with workload.json_schema"),
