@@ -8,7 +8,8 @@ Servers differ in what a chunk holds, and the count must not depend on it:
   (a special token, or half of a UTF-8 character) and still be a token.
 - transformers serve: chunks carry text only where it decodes to some (several tokens may come as one), and
   `usage` once, on the closing chunk.
-- chat: a first chunk with only `delta.role` (no token), then `delta.content`.
+- chat: a first chunk with only `delta.role` (no token), then `delta.content`; a reasoning model's thinking first,
+  as `delta.reasoning_content` (vLLM; later `delta.reasoning`): output tokens too, counted apart from the answer.
 - The end: `data: [DONE]` (vLLM, SGLang, TGI), or only a chunk with a `finish_reason` (transformers serve); a
   connection closed before either is a broken response.
 """
