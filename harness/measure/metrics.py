@@ -232,12 +232,12 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     out.update(server_figures(timing.server))
     out["prefix_cache_hit_rate"] = prefix_cache_hit_rate(requests, out.get("server_prefix_cache_hit_rate"))
     checked = [r.answer_valid for r in requests if r.answer_valid is not None]  # completed requests held to a schema
+    out["invalid_answer_share"] = checked.count(False) / len(checked) if checked else None
     reasoning = [r.reasoning_tokens for r in requests if r.reasoning_tokens is not None]
     if reasoning:  # a reasoning model's answers, its reasoning streamed apart (docs/measurement.md)
         out["reasoning_tokens_mean"] = float(np.mean(reasoning))
         out.update(describe([f.ttft_answer_ms for f in figures if f.ttft_answer_ms is not None], "ttft_answer_ms",
                             REQUEST_STATS))
-    out["invalid_answer_share"] = checked.count(False) / len(checked) if checked else None
     if any(r.turn is not None for r in timing.requests):
         out["num_conversations"] = sum(r.turn == 1 for r in timing.requests)
     return out
