@@ -20,7 +20,6 @@ and the range of the rounds' ratios. Runs in which processes outside this benchm
 
 import os
 import statistics
-import time
 
 import serve_pairs
 
@@ -87,11 +86,9 @@ def main() -> None:
           f"prefix caching); Poisson {args.rate:g} req/s, {args.num_requests} conversations, ~{args.input_len} "
           f"text tokens in, up to {args.output_len} out (temperature 1, EOS allowed); {', '.join(APIS)} rotated",
           flush=True)
-    start = time.perf_counter()
-    server.load()
+    serve_pairs.start_server(server)
     clients = {}
     try:
-        print(f"server healthy after {time.perf_counter() - start:.1f} s at {server.base_url}", flush=True)
         for api in APIS:
             options = OpenAIOptions(name="openai", base_url=server.base_url, endpoint=api)
             options.validate(api)

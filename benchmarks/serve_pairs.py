@@ -132,10 +132,8 @@ def main(args: argparse.Namespace, peer) -> None:
           f"{args.num_requests} requests, input {args.input_len}, output {args.output_len} (ignore_eos), greedy; "
           f"ours and {peer.name} alternated until {args.repeats} quiet pairs (at most {args.max_pairs})",
           flush=True)
-    start = time.perf_counter()
-    backend.load()
+    start_server(backend)
     try:
-        print(f"server healthy after {time.perf_counter() - start:.1f} s at {backend.base_url}", flush=True)
         backend.serve(our_stream(model, args, 0, WARMUP_REQUESTS))  # untimed: the server's first requests are slow
         pairs = run_pairs(backend, model, args, peer)
     finally:
@@ -146,6 +144,13 @@ def main(args: argparse.Namespace, peer) -> None:
     if quiet:
         summarize("quiet pairs", quiet, peer)
     summarize("all pairs", pairs, peer)
+
+
+def start_server(backend) -> None:
+    """The backend's server started (load() stops it again if it never answers), and how long it took."""
+    start = time.perf_counter()
+    backend.load()
+    print(f"server healthy after {time.perf_counter() - start:.1f} s at {backend.base_url}", flush=True)
 
 
 def run_pairs(backend, model, args, peer) -> list:

@@ -101,13 +101,6 @@ class ResponseReading:
         delta = choice.get("delta") or {}
         return delta.get("content") or "", "".join(delta.get(k) or "" for k in ("reasoning_content", "reasoning"))
 
-    def token(self, text: str, reasoning: bool) -> None:
-        """One token of an event-per-token API (events.py): the answer's, or the reasoning's."""
-        (self.reasoning_texts if reasoning else self.texts).extend([text] if text else [])
-        self.counted += 1  # an event per step: one token, or several coalesced (usage has the total)
-        self.reasoning_counted += reasoning
-        self.answered = not reasoning
-
     @property
     def reasoning_tokens(self) -> Optional[int]:
         """The server's count of reasoning tokens where its usage has one (OpenAI's reasoning models count reasoning

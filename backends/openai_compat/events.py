@@ -37,10 +37,22 @@ def _error(detail: Any) -> RuntimeError:
 
 
 @dataclass
-class ResponsesReading(ResponseReading):
-    """A `/v1/responses` stream, event by event."""
+class EventReading(ResponseReading):
+    """An API that streams typed events, a token per text event (below: the Responses and Messages APIs)."""
 
-    chat: bool = True
+    chat: bool = True  # conversations: both APIs take messages, never token ids
+
+    def token(self, text: str, reasoning: bool) -> None:
+        """One token of a text event: the answer's, or the reasoning's."""
+        (self.reasoning_texts if reasoning else self.texts).extend([text] if text else [])
+        self.counted += 1  # an event per step: one token, or several coalesced (usage has the total)
+        self.reasoning_counted += reasoning
+        self.answered = not reasoning
+
+
+@dataclass
+class ResponsesReading(EventReading):
+    """A `/v1/responses` stream, event by event."""
 
     def read(self, chunk: Dict[str, Any]) -> int:
         self.answered = False
@@ -70,10 +82,8 @@ class ResponsesReading(ResponseReading):
 
 
 @dataclass
-class MessagesReading(ResponseReading):
+class MessagesReading(EventReading):
     """A `/v1/messages` stream, event by event."""
-
-    chat: bool = True
 
     def read(self, chunk: Dict[str, Any]) -> int:
         self.answered = False
