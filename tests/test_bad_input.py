@@ -179,6 +179,40 @@ CASES = {
         "workload.json_schema: yamls/schemas/no-such.json: cannot read a JSON Schema (No such file or directory)"),
     "json_schema not a path": (
         [STREAM, *CHATS, "workload.json_schema=5"], "workload.json_schema: expected a string, got 5 (quote it: '5')"),
+    "tools without stop_at_eos": (
+        [STREAM, *CHATS, "workload.tools=yamls/tools/weather.json", "backends=[{name: openai, endpoint: chat, "
+         "base_url: 'http://127.0.0.1:9'}]"],
+        "workload.tools: an answer that calls a tool ends with its call; set workload.stop_at_eos: true "
+        "(output_lengths are then each answer's budget)"),
+    "tools and json_schema": (
+        [STREAM, *CHATS, "workload.tools=yamls/tools/weather.json", "workload.json_schema=yamls/schemas/yes-no.json",
+         "workload.stop_at_eos=true", "backends=[{name: openai, endpoint: chat, base_url: 'http://127.0.0.1:9'}]"],
+        "workload.tools: an answer is either a tool call or JSON held to workload.json_schema; set one of them"),
+    "tools on an engine that cannot ask for them": (
+        [STREAM, *CHATS, "workload.tools=yamls/tools/weather.json", "workload.stop_at_eos=true"],
+        "backends[0].name: hf cannot hold answers to workload.tools; openai entries (endpoint chat, responses or "
+        "messages) ask their server for it and check every answer"),
+    "tools through completions": (
+        [STREAM, *CHATS, "workload.tools=yamls/tools/weather.json", "workload.stop_at_eos=true",
+         "backends=[{name: openai, base_url: 'http://127.0.0.1:9'}]"],
+        "backends[0].endpoint: answers that call workload.tools go through endpoint chat, responses or messages, "
+        "not completions"),
+    "tools and extra_body's own": (
+        [STREAM, *CHATS, "workload.tools=yamls/tools/weather.json", "workload.stop_at_eos=true",
+         "backends=[{name: openai, endpoint: messages, base_url: 'http://127.0.0.1:9', "
+         "extra_body: {tool_choice: {type: auto}}}]"],
+        "backends[0].extra_body.tool_choice: set by the harness from workload.tools; remove it"),
+    "tools in conversations": (
+        [STREAM, *CHATS, "workload.tools=yamls/tools/weather.json", "workload.stop_at_eos=true",
+         "workload.multi_turn=true", "backends=[{name: openai, endpoint: chat, base_url: 'http://127.0.0.1:9'}]"],
+        "workload.tools: a conversation's next turn would follow a tool call with no tool's result; use "
+        "single-turn prompts (workload.multi_turn: false)"),
+    "tools missing": (
+        [STREAM, *CHATS, "workload.tools=yamls/tools/no-such.json", "workload.stop_at_eos=true",
+         "backends=[{name: openai, endpoint: chat, base_url: 'http://127.0.0.1:9'}]"],
+        "workload.tools: yamls/tools/no-such.json: cannot read a tools file (No such file or directory)"),
+    "tools not a path": (
+        [STREAM, *CHATS, "workload.tools=[get_time]"], "workload.tools: expected a string, got a list ['get_time']"),
     "speculative engine args twice": (
         [TINY, "backends.1.engine_args={speculative_config: {method: ngram}}"],
         "backends[1].engine_args.speculative_config: duplicates backends[1].speculative; set it there"),

@@ -79,6 +79,17 @@ def test_when_nothing_meets_the_targets_the_closest_point_says_what_it_misses(tm
                                 "TPOT p99 6.00 ms against 5.00 ms (20% over)"]
 
 
+def test_a_point_with_invalid_answers_is_never_the_best(tmp_path, capsys):
+    """Answers held to a schema or tools (invalid_answer_share measured): a point with any invalid is out, stated
+    targets or not; the one closest says how many were invalid."""
+    rows = [point("guided", CPU, 4, 900, 880, 920, 18.0, invalid_answer_share=0.0),
+            point("unguided", CPU, 4, 1500, 1480, 1520, 12.0, invalid_answer_share=1.0)]
+    (answer,) = best_json(capsys, folder(tmp_path / "run", rows))
+    assert answer["best"]["configuration"] == "guided" and answer["runner_up"] is None
+    (answer,) = best_json(capsys, folder(tmp_path / "none", rows[1:]))
+    assert answer["best"] is None and answer["met_by_none"]["misses"] == ["invalid answers 100%, none allowed"]
+
+
 def test_each_hardware_gets_its_answer_and_then_all_of_them(tmp_path, capsys):
     h100 = [point("vllm", "NVIDIA H100", 64, 3000, 2900, 3100, 19.0, devices=2, cost_per_million_output_tokens=0.2)]
     runs = [folder(tmp_path / "runs" / "cpu", RUNS), folder(tmp_path / "runs" / "h100", h100)]

@@ -107,7 +107,8 @@ def test_messages_count_the_cached_prompt_in_the_prompt_and_thinking_as_output()
     reading = MessagesReading()
     assert read_all(reading, events) == [0, 0, 1, 0, 1, 1, 0, 0]
     assert (reading.usage_input_tokens, reading.usage_cached_tokens) == (125, 100)
-    assert reading.output_tokens() == (9, "usage") and reading.texts == ["{\"a\"", "yes"]
+    assert reading.output_tokens() == (9, "usage") and reading.texts == ["yes"]  # a call's arguments: not text
+    assert reading.tool_calls == [("", "{\"a\"")]  # a call whose start was not read has no name
     assert reading.reasoning_texts == ["hmm"] and reading.reasoning_tokens == 1  # Anthropic's usage has no count
 
 
@@ -118,3 +119,63 @@ def test_a_messages_error_event_ends_the_request_and_a_cut_stream_is_not_finishe
     read_all(reading, [{"type": "message_start", "message": {"usage": message_usage(3, 0)}},
                        {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "a"}}])
     assert not reading.finished
+
+
+def test_a_responses_tool_call_is_read_from_its_item_and_argument_deltas():
+    """As vLLM 0.32 streams a call under tool_choice: required: the call's name in `response.output_item.added`,
+    its arguments in pieces (each a token, none of them answer text), the whole again in `.done` (not read twice)."""
+    events = [response_event("response.created"),
+              {"type": "response.output_item.added", "output_index": 0,
+               "item": {"type": "function_call", "name": "get_time", "arguments": "", "call_id": "c0"}},
+              {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": '{"ci'},
+              {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": 'ty":"Oslo"}'},
+              {"type": "response.function_call_arguments.done", "output_index": 0, "arguments": '{"city":"Oslo"}'},
+              {"type": "response.output_item.done", "output_index": 0,
+               "item": {"type": "function_call", "name": "get_time", "arguments": '{"city":"Oslo"}'}},
+              response_event("response.completed", responses_usage(30, 14), "completed")]
+    reading = ResponsesReading()
+    assert read_all(reading, events) == [0, 0, 1, 1, 0, 0, 0]
+    assert reading.tool_calls == [("get_time", '{"city":"Oslo"}')] and reading.texts == []
+    assert reading.answered is False and reading.output_tokens() == (14, "usage")
+
+
+def test_a_messages_tool_use_block_is_read_from_its_start_and_json_deltas():
+    """Anthropic's shape (vLLM 0.32 sends the same): a tool_use block's name at its start, `input` empty there, its
+    arguments as input_json_delta pieces, after a text block."""
+    events = [{"type": "message_start", "message": {"usage": {"input_tokens": 30, "output_tokens": 1}}},
+              {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+              {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Sure."}},
+              {"type": "content_block_stop", "index": 0},
+              {"type": "content_block_start", "index": 1,
+               "content_block": {"type": "tool_use", "id": "t1", "name": "get_time", "input": {}}},
+              {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ""}},
+              {"type": "content_block_delta", "index": 1,
+               "delta": {"type": "input_json_delta", "partial_json": '{"city": "Oslo"}'}},
+              {"type": "content_block_stop", "index": 1},
+              {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 12}},
+              {"type": "message_stop"}]
+    reading = MessagesReading()
+    assert read_all(reading, events) == [0, 0, 1, 0, 0, 1, 1, 0, 0, 0]
+    assert reading.tool_calls == [("get_time", '{"city": "Oslo"}')] and reading.texts == ["Sure."]
+    assert reading.finished and reading.output_tokens() == (12, "usage")
+
+
+def test_chat_tool_calls_are_read_by_index_across_chunks():
+    """The Chat Completions shape (vLLM 0.32's under tool_choice: required): the call's id and name once, then its
+    arguments in pieces; running usage counts the tokens a chunk carries, the envelope's included."""
+    from backends.openai_compat.chunks import ResponseReading
+
+    def chunk(delta, completion_tokens, finish=None):
+        return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 30, "completion_tokens": completion_tokens}}
+
+    call = {"index": 0, "id": "c0", "type": "function", "function": {"name": "get_weather"}}
+    chunks = [chunk({"role": "assistant", "content": ""}, 0),
+              chunk({"content": None, "tool_calls": [call]}, 0),
+              chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city":"Rome",'}}]}, 12),
+              chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"days":2,"metric":true}'}}]}, 20),
+              chunk({}, 21, finish="tool_calls")]
+    reading = ResponseReading(chat=True)
+    assert read_all(reading, chunks) == [0, 0, 12, 8, 1]
+    assert reading.tool_calls == [("get_weather", '{"city":"Rome","days":2,"metric":true}')]
+    assert reading.texts == [] and reading.finished

@@ -2,6 +2,7 @@
 started and stopped by the backend itself; plus server commands that never come up or exit at once. A server that
 dies mid-point is tested through benchmark.py (tests/test_stream_e2e.py)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -27,10 +28,13 @@ from tests.replay import conversation_stream
 # The model in the engine core's process (VLLM_ENABLE_V1_MULTIPROCESSING=0): the server starts 7 s sooner here, and
 # its group still holds two processes for close() to end. tests/test_stream_e2e.py keeps vLLM's own processes.
 # Guided JSON without free whitespace: random weights under a grammar that allows it fill their budget with it.
+# Tool calls: a parser for tool_choice (hermes), and required as a JSON schema of the calls, not hermes's structural
+# tag, whose grammar leaves the arguments free (docs/measurement.md, "Tool calls").
 VLLM_COMMAND = (
-    "env VLLM_ENABLE_V1_MULTIPROCESSING=0 {python} -m vllm.entrypoints.openai.api_server --model {model_dir} --load-format dummy --dtype float32 "
+    "env VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_ENFORCE_STRICT_TOOL_CALLING=0 {python} -m vllm.entrypoints.openai.api_server --model {model_dir} --load-format dummy --dtype float32 "
     "--enforce-eager --kv-cache-memory-bytes 268435456 --host 127.0.0.1 --port {port} --max-model-len 512 "
-    "--disable-uvicorn-access-log --structured-outputs-config '{\"backend\": \"xgrammar\", \"disable_any_whitespace\": true}'"
+    "--disable-uvicorn-access-log --structured-outputs-config '{\"backend\": \"xgrammar\", \"disable_any_whitespace\": true}' "
+    "--enable-auto-tool-choice --tool-call-parser hermes"
 )
 
 
@@ -264,6 +268,49 @@ def test_answers_held_to_a_json_schema_are_checked_guided_or_not(server, tmp_pat
     assert inputs["vllm-messages"] == inputs["vllm-chat"] == inputs["vllm-chat-unguided"]
     assert len(inputs["vllm-chat"]) == 6
     assert inputs["vllm-responses"] == [n + 1 for n in inputs["vllm-chat"]]
+
+
+@pytest.mark.engine
+def test_answers_that_call_tools_are_checked_required_or_not(server, tmp_path):
+    """workload.tools (yamls/tools/weather.json) through the chat, Responses and Messages APIs to the module's server,
+    each asking for a call (tool_choice required / any: vLLM's grammar of the calls, every answer one valid call,
+    ending with it), and chat letting the model choose (auto: random weights answer in text, no call, every answer
+    invalid)."""
+    import csv
+
+    import yaml
+
+    from tests.conftest import run_benchmark
+
+    config = yaml.safe_load((REPO / "yamls" / "cpu-servers.yaml").read_text())
+    config["backends"] = [{"name": "openai", "label": f"vllm-{api}", "endpoint": api, "base_url": server.base_url,
+                           "model": server.served_model} for api in ("chat", "responses", "messages")]
+    config["backends"].append({**config["backends"][0], "label": "vllm-chat-auto", "guided_decoding": False})
+    config["workload"].update(prompts=str(REPO / "yamls" / "prompts" / "example-chats.jsonl"), stop_at_eos=True,
+                              tools=str(REPO / "yamls" / "tools" / "weather.json"))
+    config["output_lengths"] = [96]
+    config["stream"].update(request_rates=[8], num_requests=5, num_warmup_requests=1)
+    path = tmp_path / "tools.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = run_benchmark(path, "--output-dir", tmp_path / "out", "--no-plots")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    results = {r["backend"]: r for r in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
+    assert {b: r["status"] for b, r in results.items()} == dict.fromkeys(
+        ("vllm-chat", "vllm-responses", "vllm-messages", "vllm-chat-auto"), "ok")
+    shares = {b: float(r["invalid_answer_share"]) for b, r in results.items()}
+    assert shares == {"vllm-chat": 0, "vllm-responses": 0, "vllm-messages": 0, "vllm-chat-auto": 1}, shares
+    requests = list(csv.DictReader(open(tmp_path / "out" / "requests.csv")))
+    required = [int(r["output_tokens"]) for r in requests if r["backend"] != "vllm-chat-auto"]
+    assert len(required) == 15 and max(required) < 96  # each answer ended with its call, before its budget
+    prompts = {}
+    for r in requests:
+        prompts.setdefault(r["backend"], []).append(int(r["input_tokens"]))
+    assert prompts["vllm-chat"] == prompts["vllm-chat-auto"] == prompts["vllm-messages"]
+    # tiny-llama's chat template (ChatML) has no slot for tools: the server counts the messages alone, as the harness
+    # did; a tool-calling model's template renders them into the prompt, and the server's count is the one kept
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    workload = manifest.get("models", [manifest])[0]["workload"]
+    assert prompts["vllm-chat"][0] == workload["first_prompt_tokens"] and workload["tools"].endswith("weather.json")
 
 
 @pytest.mark.engine

@@ -23,6 +23,7 @@ from harness.fields import opt
 from harness.model.spec import ModelSpec
 from harness.plan.points import SweepPoint
 from harness.scenarios.answer_schema import load_answer_schema
+from harness.scenarios.answer_tools import load_tools
 from harness.scenarios.arrivals import stream_arrivals
 from harness.scenarios.stream import StreamSpec
 from workloads.base import Workload, WorkloadOptions
@@ -53,12 +54,19 @@ class PromptsOptions(TurnOptions, WorkloadOptions):
         None, help="A JSON Schema file every answer is held to: openai entries ask the server to constrain its "
         "answers to it (guided_decoding) and every answer is checked against it (requests.csv's answer_valid, the "
         "row's invalid_answer_share). Needs stop_at_eos: true (an answer ends where its JSON does).")
+    tools: Optional[str] = opt(
+        None, help="A JSON file of tools in the Chat Completions API's shape ([{type: function, function: {name, "
+        "description, parameters}}]) every answer is asked to call: openai entries send them in their API's shape "
+        "(guided_decoding: a call is required) and each answer's call is checked against its tool's parameters "
+        "(requests.csv's answer_valid, the row's invalid_answer_share). Needs stop_at_eos: true; not with "
+        "json_schema or multi_turn.")
 
     def resolve_paths(self, config_dir: Path) -> None:
         super().resolve_paths(config_dir)
         self.prompts = _beside_yaml(config_dir, self.prompts)
-        if self.json_schema is not None:
-            self.json_schema = _beside_yaml(config_dir, self.json_schema)
+        for key in ("json_schema", "tools"):
+            if getattr(self, key) is not None:
+                setattr(self, key, _beside_yaml(config_dir, getattr(self, key)))
 
     def validate(self, config: SweepConfig) -> None:
         if config.input_lengths is not None:
@@ -75,6 +83,17 @@ class PromptsOptions(TurnOptions, WorkloadOptions):
                 raise UserError("workload.json_schema: an answer held to a schema ends where its JSON does; set "
                                 "workload.stop_at_eos: true (output_lengths are then each answer's budget)")
             load_answer_schema(Path(self.json_schema))  # a small file, read as the sweep loads: a bad one is one line
+        if self.tools is not None:
+            if self.json_schema is not None:
+                raise UserError("workload.tools: an answer is either a tool call or JSON held to workload.json_schema; "
+                                "set one of them")
+            if not self.stop_at_eos:
+                raise UserError("workload.tools: an answer that calls a tool ends with its call; set "
+                                "workload.stop_at_eos: true (output_lengths are then each answer's budget)")
+            if self.multi_turn:
+                raise UserError("workload.tools: a conversation's next turn would follow a tool call with no tool's "
+                                "result; use single-turn prompts (workload.multi_turn: false)")
+            load_tools(Path(self.tools))
 
 
 def _beside_yaml(config_dir: Path, path: str) -> str:
@@ -104,6 +123,7 @@ class PromptsWorkload(Workload[PromptsOptions]):
         self.all_ids = [t for p in prompts for t in p.token_ids]  # what `filler` cuts from, and where each prompt starts
         self.starts = [int(x) for x in np.cumsum([0] + lengths[:-1])]
         self.answer_schema = ""  # workload.json_schema's text (build), which every request's answer is held to
+        self.answer_tools = ""  # workload.tools' text (build), which every request's answer is asked to call
 
     @classmethod
     def build(cls, options: PromptsOptions, config: SweepConfig, model: ModelSpec) -> "PromptsWorkload":
@@ -118,6 +138,9 @@ class PromptsWorkload(Workload[PromptsOptions]):
         if options.json_schema is not None:
             workload.answer_schema = load_answer_schema(Path(options.json_schema))
             facts["json_schema"] = options.json_schema
+        if options.tools is not None:
+            workload.answer_tools = load_tools(Path(options.tools))
+            facts["tools"] = options.tools
         return workload
 
     @property
@@ -143,11 +166,12 @@ class PromptsWorkload(Workload[PromptsOptions]):
         return max(conversation_tokens(p.token_ids, p.later_ids, point.output_length) for p in self.pool)
 
     def stream(self, point: SweepPoint, phase: str, stream: StreamConfig) -> StreamSpec:
-        """The stream, its requests carrying the answer schema where the workload has one."""
+        """The stream, its requests carrying the answer schema or the tools where the workload has them."""
         spec = self._stream(point, phase, stream)
-        if not self.answer_schema:
+        if not (self.answer_schema or self.answer_tools):
             return spec
-        return dataclasses.replace(spec, requests=dataclasses.replace(spec.requests, answer_schema=self.answer_schema))
+        requests = dataclasses.replace(spec.requests, answer_schema=self.answer_schema, answer_tools=self.answer_tools)
+        return dataclasses.replace(spec, requests=requests)
 
     def _stream(self, point: SweepPoint, phase: str, stream: StreamConfig) -> StreamSpec:
         """A multi-turn stream's timed requests are its conversations' turns; its warm-up requests first turns only
@@ -192,6 +216,8 @@ class PromptsWorkload(Workload[PromptsOptions]):
                      f"{self.options.turn_gap} gap {self.options.turn_gap_s:g} s")
         if self.options.json_schema is not None:
             text += f"; answers held to {self.options.json_schema}"
+        if self.options.tools is not None:
+            text += f"; answers call a tool of {self.options.tools}"
         return text
 
     def manifest(self) -> Dict[str, Any]:

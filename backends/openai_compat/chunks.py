@@ -10,6 +10,8 @@ Servers differ in what a chunk holds, and the count must not depend on it:
   `usage` once, on the closing chunk.
 - chat: a first chunk with only `delta.role` (no token), then `delta.content`; a reasoning model's thinking first,
   as `delta.reasoning_content` (vLLM; later `delta.reasoning`): output tokens too, counted apart from the answer.
+  A tool call comes as `delta.tool_calls`: its `index`, its `function.name` once, its `function.arguments` in
+  pieces (the answer: tokens like text; a server may hold back the tokens around a call and send them in one chunk).
 - The end: `data: [DONE]` (vLLM, SGLang, TGI), or only a chunk with a `finish_reason` (transformers serve); a
   connection closed before either is a broken response.
 """
@@ -43,6 +45,8 @@ class ResponseReading:
     reasoning_counted: int = 0
     usage_reasoning_tokens: Optional[int] = None
     answered: bool = False
+    # Tool calls as streamed: each call's position in the answer -> [its name, its arguments so far].
+    calls: Dict[int, List[str]] = field(default_factory=dict)
 
     def read(self, chunk: Dict[str, Any]) -> int:
         """Take one parsed `data:` payload; return how many tokens it carries (0: none, nothing to stamp)."""
@@ -67,6 +71,10 @@ class ResponseReading:
             return 0  # the usage-only chunk that ends a stream
         self.finished |= choice.get("finish_reason") is not None
         (text, reasoning), ids = self._text(choice), choice.get("token_ids") or []  # token_ids: vLLM's return_token_ids
+        if self.chat:
+            for call in (choice.get("delta") or {}).get("tool_calls") or ():
+                function = call.get("function") or {}
+                self.call(call.get("index", 0), function.get("name"), function.get("arguments"))
         if text:
             self.texts.append(text)
         if reasoning:
@@ -100,6 +108,17 @@ class ResponseReading:
             return choice.get("text") or "", ""
         delta = choice.get("delta") or {}
         return delta.get("content") or "", "".join(delta.get(k) or "" for k in ("reasoning_content", "reasoning"))
+
+    def call(self, index: int, name: Optional[str], arguments: Optional[str]) -> None:
+        """A piece of tool call `index`: its name (sent once), more of its arguments."""
+        entry = self.calls.setdefault(int(index), ["", ""])
+        entry[0] = name or entry[0]
+        entry[1] += arguments or ""
+
+    @property
+    def tool_calls(self) -> List[Tuple[str, str]]:
+        """The answer's calls in order, (name, arguments) each."""
+        return [(name, arguments) for _, (name, arguments) in sorted(self.calls.items())]
 
     @property
     def reasoning_tokens(self) -> Optional[int]:

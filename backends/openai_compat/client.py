@@ -20,6 +20,7 @@ from backends.openai_compat.chunks import ResponseReading
 from backends.openai_compat.events import MessagesReading, ResponsesReading
 from harness.errors import ShortOutputError
 from harness.scenarios.answer_schema import answer_valid
+from harness.scenarios.answer_tools import EMPTY_PARAMETERS, calls_valid
 from harness.scenarios.batch import BatchSpec
 from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, drive
 
@@ -34,6 +35,9 @@ READERS = {"completions": ResponseReading, "chat": ResponseReading, "responses":
            "messages": MessagesReading}
 # Where each API takes the schema its answers are held to (workload.json_schema, guided_decoding).
 SCHEMA_FIELDS = {"chat": "response_format", "responses": "text", "messages": "output_config"}
+# What each API takes the workload's tools in (workload.tools); each is set by the harness when there are tools.
+TOOL_FIELDS = {"chat": ("tools", "tool_choice", "parallel_tool_calls"),
+               "responses": ("tools", "tool_choice", "parallel_tool_calls"), "messages": ("tools", "tool_choice")}
 ANTHROPIC_VERSION = "2023-06-01"  # the Messages API's version header, which Anthropic requires
 EXTENSIONS = ("vllm", "transformers", "none")
 
@@ -105,6 +109,7 @@ class CompletionsClient:
             body["seed"] = batch.seeds[i]
         body.update(self._extension_fields(batch, max_tokens))
         body.update(self._schema_field(batch))
+        body.update(self._tool_fields(batch))
         body.update(self.extra_body)
         return json.dumps(body).encode()
 
@@ -124,6 +129,7 @@ class CompletionsClient:
         fields.pop("min_tokens", None)
         body.update(fields)
         body.update(self._schema_field(batch))
+        body.update(self._tool_fields(batch))
         body.update(self.extra_body)
         return json.dumps(body).encode()
 
@@ -143,6 +149,7 @@ class CompletionsClient:
         if s.top_k > 0:
             body["top_k"] = s.top_k
         body.update(self._schema_field(batch))
+        body.update(self._tool_fields(batch))
         body.update(self.extra_body)
         return json.dumps(body).encode()
 
@@ -155,6 +162,23 @@ class CompletionsClient:
                  "responses": {"format": {"type": "json_schema", "name": "answer", "schema": schema}},
                  "messages": {"format": {"type": "json_schema", "schema": schema}}}[self.endpoint]
         return {SCHEMA_FIELDS[self.endpoint]: value}
+
+    def _tool_fields(self, batch: BatchSpec) -> Dict[str, Any]:
+        """The workload's tools in this API's shape, every answer asked to call one (guided decoding: the server must
+        call one, `required` or Anthropic's `any`, which vLLM enforces with a grammar; else `auto`: it may answer
+        in text). One call per answer: an answer free to call again runs on to its budget."""
+        if not batch.answer_tools:
+            return {}
+        tools, must = json.loads(batch.answer_tools), self.guided_decoding
+        if self.endpoint == "chat":
+            return {"tools": tools, "tool_choice": "required" if must else "auto", "parallel_tool_calls": False}
+        functions = [tool["function"] for tool in tools]
+        if self.endpoint == "responses":
+            return {"tools": [{"type": "function", **f} for f in functions], "parallel_tool_calls": False,
+                    "tool_choice": "required" if must else "auto"}
+        shaped = [{"name": f["name"], "input_schema": f.get("parameters", EMPTY_PARAMETERS),
+                   **{k: f[k] for k in ("description", "strict") if k in f}} for f in functions]
+        return {"tools": shaped, "tool_choice": {"type": "any" if must else "auto", "disable_parallel_tool_use": True}}
 
     def _extension_fields(self, batch: BatchSpec, max_tokens: int) -> Dict[str, Any]:
         """Exactly max_tokens tokens (EOS off) and top_k, in the server's own words: OpenAI's API has neither."""
@@ -223,6 +247,8 @@ class CompletionsClient:
             raise RuntimeError(f"request {index}: the stream carried no token")
         ids, text = reading.token_ids, "".join(reading.texts)
         valid = answer_valid(batch.answer_schema, text) if batch.answer_schema else None
+        if batch.answer_tools:
+            valid = calls_valid(batch.answer_tools, reading.tool_calls)
         return Submitted(clock.first_s, clock.last_s, output_tokens, clock.gaps_s(),
                          token_ids=tuple(ids) if len(ids) == output_tokens else None,
                          input_tokens=reading.usage_input_tokens, output_tokens_source=source,

@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from backends.base import BackendOptions
-from backends.openai_compat.client import CONVERSATION_ENDPOINTS, ENDPOINTS, EXTENSIONS, HARNESS_FIELDS, SCHEMA_FIELDS
+from backends.openai_compat.client import (
+    CONVERSATION_ENDPOINTS,
+    ENDPOINTS,
+    EXTENSIONS,
+    HARNESS_FIELDS,
+    SCHEMA_FIELDS,
+    TOOL_FIELDS,
+)
 from backends.openai_compat.command import check_server_args
 from harness.errors import UserError
 from harness.fields import WEEK_S, opt
@@ -52,7 +59,8 @@ class OpenAIOptions(BackendOptions):
     guided_decoding: bool = opt(
         True, help="With workload.json_schema: ask the server to hold every answer to the schema (response_format, "
         "the Responses API's text.format, the Messages API's output_config.format); false: send the prompts alone "
-        "(the schema's cost is the difference), and check the answers either way.")
+        "(the schema's cost is the difference), and check the answers either way. With workload.tools: the server "
+        "must call a tool (tool_choice required, the Messages API's any); false: it may (auto).")
     api_key_env: Optional[str] = opt(None, help="Environment variable holding an API key, sent as a Bearer token "
                                      "(and as x-api-key with endpoint: messages, as Anthropic's API takes it).")
     health_path: str = opt("/health", help="GET path, from the server's root (base_url without /v1), that answers "
@@ -141,6 +149,13 @@ class OpenAIOptions(BackendOptions):
             if field in self.extra_body and self.guided_decoding:
                 raise UserError(f"{key}.extra_body.{field}: set by the harness from workload.json_schema; remove "
                                 "it, or set guided_decoding: false")
+        if getattr(workload, "tools", None) is not None:
+            if self.endpoint not in CONVERSATION_ENDPOINTS:
+                raise UserError(f"{key}.endpoint: answers that call workload.tools go through endpoint chat, "
+                                f"responses or messages, not {self.endpoint}")
+            for field in TOOL_FIELDS[self.endpoint]:
+                if field in self.extra_body:
+                    raise UserError(f"{key}.extra_body.{field}: set by the harness from workload.tools; remove it")
         if self.endpoint not in CONVERSATION_ENDPOINTS:
             return
         api = self.endpoint

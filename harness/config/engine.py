@@ -42,7 +42,8 @@ class BackendOptions:
         can. Each engine that profiles says so (backends/generate/base.py: GenerateOptions)."""
         return f"{self.name} has no profiler in the harness"
 
-    # Whether the engine asks for answers held to workload.json_schema and checks them (the openai backend does).
+    # Whether the engine asks for answers held to workload.json_schema (or calling workload.tools) and checks them
+    # (the openai backend does).
     holds_answers_to_a_schema: ClassVar[bool] = False
 
     def validate(self, key: str) -> None:

@@ -296,9 +296,11 @@ def _validate_backends(config: SweepConfig) -> None:
         if entry.quantization not in QUANTIZATIONS:
             raise UserError(f"{key}.quantization: {entry.quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
         entry.validate(key)
-        if getattr(config.workload, "json_schema", None) is not None and not entry.holds_answers_to_a_schema:
-            raise UserError(f"{key}.name: {entry.name} cannot hold answers to workload.json_schema; openai entries "
-                            "(endpoint chat, responses or messages) ask their server for it and check every answer")
+        for held_to in ("json_schema", "tools"):
+            if getattr(config.workload, held_to, None) is not None and not entry.holds_answers_to_a_schema:
+                raise UserError(f"{key}.name: {entry.name} cannot hold answers to workload.{held_to}; openai "
+                                "entries (endpoint chat, responses or messages) ask their server for it and check "
+                                "every answer")
         entry.validate_workload(key, config.workload)
         _validate_profile(entry, key, config.scenario)
         if entry.speculative is not None:

@@ -40,7 +40,8 @@ class BatchSpec:
     each one's conversation as (role, content) pairs, for a server that applies its own chat template (the token
     ids are the harness's rendering of it through the tokenizer's); () for token ids only. `answer_schema`: the
     workload's `json_schema` as JSON text, which a server is asked to hold every answer to and each answer is checked
-    against; "" for none.
+    against; "" for none. `answer_tools`: the workload's `tools` as JSON text, which every answer is asked to call
+    and each answer's calls are checked against; "" for none.
     """
 
     prompts: Sequence[Sequence[int]]
@@ -50,6 +51,7 @@ class BatchSpec:
     seeds: Tuple[int, ...] = ()
     messages: Tuple[Tuple[Tuple[str, str], ...], ...] = ()
     answer_schema: str = ""
+    answer_tools: str = ""
 
     def __post_init__(self):
         assert len(self.max_tokens) == len(self.prompts), "one output budget per prompt"

@@ -114,7 +114,8 @@ class RequestTiming:
     token ids), a server's `usage`, its text re-tokenized (`tokenizer`), or one per SSE chunk (`chunks`).
     `cached_tokens`: prompt tokens the engine served from its prefix cache, where it says (None: it does not).
     `conversation`, `turn`: where the request sits in a multi-turn stream (None in a stream of single requests).
-    `answer_valid`: whether its answer parsed as JSON and met the workload's `json_schema` (None: no schema).
+    `answer_valid`: whether its answer parsed as JSON and met the workload's `json_schema`, or called its `tools` as
+    they take (None: neither).
     `reasoning_tokens`: output tokens the engine streamed as reasoning apart from the answer (None: none streamed);
     `first_answer_token_s`: the answer's first token, after the reasoning (None without one).
     """
@@ -211,7 +212,7 @@ class Submitted:
     output_tokens_source: str = "engine"
     cached_tokens: Optional[int] = None
     text: Optional[str] = field(default=None, repr=False)  # the answer's text, where a later turn needs it (chat)
-    answer_valid: Optional[bool] = None  # the answer against the workload's json_schema, where it has one
+    answer_valid: Optional[bool] = None  # the answer against the workload's json_schema or tools, where it has one
     reasoning_tokens: Optional[int] = None  # streamed as reasoning apart from the answer, where the engine does
     first_answer_token_s: Optional[float] = None
 

@@ -36,11 +36,15 @@ class Check:
         """How far past the limit, as a share of it: <= 0 where met; inf where not measured."""
         if math.isnan(self.value):
             return math.inf
+        if self.limit == 0:  # none allowed (invalid answers): the value is the miss
+            return self.value
         return (self.value - self.limit) / self.limit if self.at_most else (self.limit - self.value) / self.limit
 
     def describe(self) -> str:
         if math.isnan(self.value):
             return f"{self.name}: not measured"
+        if self.limit == 0:
+            return f"{self.name} {self.value:.0%}, none allowed"
         side = "over" if self.at_most else "under"
         return (f"{self.name} {data.fmt(self.value)}{self.unit} against {data.fmt(self.limit)}{self.unit} "
                 f"({self.miss:.0%} {side})")
@@ -48,7 +52,8 @@ class Check:
 
 def checks(row: pd.Series, targets: Targets) -> List[Check]:
     """Every stated target at this point. Latency: a stream's request percentiles; a static batch's per-sequence
-    ones where the engine stamps each sequence, else its batches'."""
+    ones where the engine stamps each sequence, else its batches'. Where the answers were checked against the
+    workload's json_schema or tools, every one must be valid, stated or not: a fast wrong answer is not an answer."""
     out = []
     p = targets.percentile
     for stated, kind in ((targets.ttft_ms, "ttft"), (targets.tpot_ms, "tpot")):
@@ -62,6 +67,8 @@ def checks(row: pd.Series, targets: Targets) -> List[Check]:
                          targets.max_cost_per_m_tokens, True, ""))
     if targets.max_accuracy_drop is not None and not math.isnan(number(row, R.accuracy_delta)):
         out.append(Check("accuracy change", -number(row, R.accuracy_delta), targets.max_accuracy_drop, True, ""))
+    if not math.isnan(number(row, R.invalid_answer_share)):  # answers held to a schema or tools: all must hold
+        out.append(Check("invalid answers", number(row, R.invalid_answer_share), 0.0, True, ""))
     return out
 
 

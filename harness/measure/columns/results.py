@@ -8,7 +8,7 @@ from harness.measure.columns.base import (
     ROOFLINE, S, SAMPLING, SHARE, SPECULATIVE, SPECULATIVE_WHERE, STREAMS, STRUCTURED, TEXT, TFLOPS, TOKENS, TOKENS_PER_S,
     UNCERTAINTY, WATTS, ZERO, HEADLINE, REASONING, KWH_PER_M_TOKENS, ci95_family, draft_counters, keyed, stats_family,
 )
-from harness.measure.columns.base import ACCURACY, CELSIUS, MHZ, PROFILE, VALIDITY
+from harness.measure.columns.base import ACCURACY, CELSIUS, MHZ, PROFILE, TOOLS, VALIDITY
 from harness.measure.metrics import REQUEST_STATS
 
 REASONING_WHERE = "streams from servers that stream reasoning apart"
@@ -76,7 +76,8 @@ TOKENS_DECLARED = [
            "`usage` (the server's final usage), `tokenizer` (the text re-tokenized) or `chunks` (one per streamed "
            f"chunk); joined with `+` when requests differ. {STREAMS}", "stream"),
     Column("invalid_answer_share", SHARE, "Completed timed requests whose answer did not parse as JSON or meet "
-           f"`workload.json_schema` / completed timed requests. {STRUCTURED}", "streams with workload.json_schema"),
+           "`workload.json_schema`, or did not call a tool of `workload.tools` as its parameters take / completed "
+           f"timed requests. {STRUCTURED} {TOOLS}", "streams with workload.json_schema or workload.tools"),
     Column("reasoning_tokens_mean", TOKENS, "Mean of `reasoning_tokens` over the completed requests that streamed "
            f"reasoning apart from the answer (part of `output_tokens_mean`). {REASONING}", REASONING_WHERE),
     *stats_family("ttft_answer_ms", MS, "`ttft_answer_ms` (the answer's first token, after the reasoning) over the "

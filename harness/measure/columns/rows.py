@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.measure.columns.base import (
     ACCURACY, COUNT, Column, INDEX, JOULES, MS, MULTI_TURN, PER_BATCH, PREFIXES, RATIO, ROOFLINE, S, SHARE, STREAMS,
-    REASONING, STRUCTURED,
+    REASONING, STRUCTURED, TOOLS,
     TEXT, TOKENS, draft_counters, keyed, leading,
 )
 
@@ -73,9 +73,10 @@ REQUESTS = keyed(leading("stream") + [
     Column("reasoning_tokens", TOKENS, "Output tokens streamed as reasoning apart from the answer (the server's "
            f"count where its usage has one; part of `output_tokens`). {REASONING}",
            "servers that stream reasoning apart"),
-    Column("answer_valid", "0/1", "1 when its whole answer parsed as JSON and met `workload.json_schema`; 0 when it "
-           f"did not (cut at its budget included); empty for a failed request. {STRUCTURED}",
-           "streams with workload.json_schema"),
+    Column("answer_valid", "0/1", "1 when its whole answer parsed as JSON and met `workload.json_schema`, or called "
+           "a tool of `workload.tools` with arguments that meet its parameters; 0 when it did not (cut at its budget "
+           f"included); empty for a failed request. {STRUCTURED} {TOOLS}",
+           "streams with workload.json_schema or workload.tools"),
 ])
 
 # --- server_metrics/*.csv: one row per scrape of a stream's server --------------------------------------------
