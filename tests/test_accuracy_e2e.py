@@ -199,12 +199,13 @@ def test_the_manifest_says_how_each_entry_was_evaluated(sweep):
 @pytest.mark.engine
 def test_entries_fork_from_preloading_processes_that_import_each_module_once(sweep):
     """harness/run/preload.py on this sweep: the hf entries share one preloading process, which imports torch and
-    transformers for the first only; vLLM's entries (another environment: VLLM_ENABLE_V1_MULTIPROCESSING) get
-    their own, which imports vLLM for the first only."""
+    transformers for the first only, and what its job's pickle names; vLLM's entries (another environment:
+    VLLM_ENABLE_V1_MULTIPROCESSING) get their own, which imports vLLM for the first only."""
     _, out = sweep
     runtime = {b["label"]: b["runtime"] for b in json.loads((out / "manifest.json").read_text())["backends"]}
-    hf_imports = "harness.run.worker, backends.generate.hf, torch, transformers, transformers.modeling_utils"
-    vllm_imports = "harness.run.worker, backends.vllm_engine.engine, torch, vllm, transformers.modeling_utils"
+    # then the packages unpickling the job imports (harness/run/preload.py, pickled_modules)
+    hf_imports = "harness.run.worker, backends.generate.hf, torch, transformers, transformers.modeling_utils, numpy"
+    vllm_imports = "harness.run.worker, backends.vllm_engine.engine, torch, vllm, transformers.modeling_utils, numpy"
     assert {label: r["worker_start"] for label, r in runtime.items()} == {
         "hf": f"forked from a preloading process that imported {hf_imports} for it",
         "hf-int8": "forked from a preloading process", "hf-draft2": "forked from a preloading process",

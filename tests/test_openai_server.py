@@ -311,6 +311,10 @@ def test_answers_that_call_tools_are_checked_required_or_not(server, tmp_path):
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     workload = manifest.get("models", [manifest])[0]["workload"]
     assert prompts["vllm-chat"][0] == workload["first_prompt_tokens"] and workload["tools"].endswith("weather.json")
+    # the job's model config is a transformers object: imported once, by the preloading process, not per worker
+    started = [b["runtime"]["worker_start"] for b in manifest["backends"]]
+    assert "transformers" in started[0].split(" that imported ")[1].split(", ")
+    assert started[1:] == ["forked from a preloading process"] * 3
 
 
 @pytest.mark.engine

@@ -3,8 +3,13 @@ goes"): `preload_workers: false` starts new interpreters, and a preloading proce
 points and no other. What each one imports, once, and how soon the later entries start is held on
 tests/test_accuracy_e2e.py's sweep, whose hf and vLLM entries already run."""
 
+import collections
+import datetime
+import decimal
+import fractions
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -90,3 +95,20 @@ num_warmup_batches: 1
     runtime = runtimes(out)
     assert runtime["next"]["worker_start"].startswith("forked from a preloading process that imported")
     assert processes_with(marker) == []
+
+
+@pytest.mark.parametrize("protocol", [2, 4, pickle.HIGHEST_PROTOCOL])
+def test_the_modules_a_job_pickle_names_are_read_without_unpickling_it(tmp_path, protocol):
+    """What the preloading process imports for a job beside the worker's modules: every module its pickle takes a
+    class or function from (GLOBAL before protocol 4, STACK_GLOBAL after, its strings memoized and fetched again),
+    in order, each once; a forked worker then unpickles its job without importing anything."""
+    from harness.run.preload import pickled_modules
+
+    job = {"when": datetime.date(2026, 11, 29), "shares": [fractions.Fraction(1, 3), fractions.Fraction(2, 3)],
+           "counts": collections.Counter(a=1), "again": datetime.date(2026, 11, 30), "dtype": decimal.Decimal("1.5")}
+    path = tmp_path / "job.pkl"
+    path.write_bytes(pickle.dumps(job, protocol=protocol))
+    read = pickled_modules(str(path))
+    if protocol == 2:  # bytes (a date's state) are written as a call of _codecs.encode before protocol 3
+        assert read.pop(1) == "_codecs"
+    assert read == ["datetime", "fractions", "collections", "decimal"]

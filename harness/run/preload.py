@@ -5,7 +5,8 @@ A new worker interpreter spends seconds importing torch and transformers, or vLL
 for an hf entry and 5 to 7 s for a vLLM one on this project's 2-core machine), paid entry after entry. Instead the
 sweep starts one preloading process with the entries' environment; for each entry it imports what that entry's
 worker imports before its load is timed (the worker's own modules, the backend's, the engine's, and transformers'
-model base where the worker reads the model's config), those not imported yet, then forks the worker. A forked
+model base where the worker reads the model's config) and what unpickling its job imports (a model config the sweep
+built is a transformers object, whatever the engine), those not imported yet, then forks the worker. A forked
 worker is what `python -m harness.run.worker JOB SOCKET` would be after those imports: a session (process group) of
 its own, the entry's log as its stdout and stderr, the same environment and working directory. Nothing is built
 before the fork (no engine, no thread pool, no device), and the load timer starts after the imports either way, so
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickletools
 import select
 import signal
 import socket
@@ -145,13 +147,22 @@ class WorkerStarter:
             with open(log_path, "ab") as log:
                 proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=log, env=env, start_new_session=True)
             return proc, "new interpreter"
+        # and what unpickling its job imports: a model config the sweep built is a transformers object, whatever
+        # the engine. The manifest names their packages, less the harness's own, the standard library and those
+        # of the worker's modules.
+        job = [m for m in pickled_modules(job_path) if m not in modules]
+        named = {m.split(".")[0] for m in modules} | QUIET
+        said = [*modules, *dict.fromkeys(m.split(".")[0] for m in job if m.split(".")[0] not in named)]
+        modules = [*modules, *job]
         key = tuple(sorted(env.items()))
         preloader = self.preloaders.get(key)
         if preloader is None or preloader.proc.poll() is not None:  # none yet, or it died: its workers with it
             preloader = self.preloaders[key] = Preloader(env, log_path)
-        new = [m for m in modules if m not in preloader.imported]
+        new = [m for m in said if m not in preloader.imported]
         how = "forked from a preloading process" + (f" that imported {', '.join(new)} for it" if new else "")
-        return preloader.start(modules, job_path, socket_path, log_path), how
+        worker = preloader.start(modules, job_path, socket_path, log_path)
+        preloader.imported.update(said)  # the packages named: a later entry's job is said to need none of them
+        return worker, how
 
     def close(self) -> None:
         """At the sweep's end, every worker ended."""
@@ -199,6 +210,42 @@ def serve(conn: Connection) -> int:
                 conn.send(("started", ticket, pid))
     except (EOFError, OSError):
         return 0  # the sweep is over (or gone); a worker still running dies with this process
+
+
+QUIET = {"harness", "backends", "workloads", "app", "plots", *sys.stdlib_module_names}
+
+# Opcodes that push a string, fetch one from the memo, store the top of the stack in it, or leave the stack alone.
+STRINGS = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "SHORT_BINSTRING", "BINSTRING", "STRING"}
+GETS, PUTS, NEUTRAL = {"BINGET", "LONG_BINGET", "GET"}, {"BINPUT", "LONG_BINPUT", "PUT"}, {"FRAME", "PROTO"}
+
+
+def pickled_modules(path: str) -> List[str]:
+    """The modules a pickle's classes and functions come from (its GLOBAL and STACK_GLOBAL opcodes), read without
+    unpickling it: what loading it will import. STACK_GLOBAL takes its module and name from the two strings pushed
+    before it, each written out or fetched from the memo."""
+    modules: List[str] = []
+    pushed: List[Optional[str]] = []  # what each opcode pushed: a string, or None for anything else
+    memo: Dict[int, Optional[str]] = {}
+    with open(path, "rb") as f:
+        for op, arg, _ in pickletools.genops(f):
+            if op.name == "MEMOIZE":
+                memo[len(memo)] = pushed[-1] if pushed else None
+            elif op.name in PUTS:
+                memo[int(str(arg))] = pushed[-1] if pushed else None
+            elif op.name in NEUTRAL:
+                pass
+            elif op.name in STRINGS:
+                pushed.append(str(arg))
+            elif op.name in GETS:
+                pushed.append(memo.get(int(str(arg))))
+            else:
+                module = str(arg).split(" ")[0] if op.name == "GLOBAL" else None
+                if op.name == "STACK_GLOBAL" and len(pushed) >= 2:
+                    module = pushed[-2]
+                if module and module not in modules:
+                    modules.append(module)
+                pushed.append(None)
+    return modules
 
 
 def _output_to(log_path: str) -> None:
