@@ -60,3 +60,55 @@ def test_the_point_and_its_requests_carry_the_reasoning_figures(timing):
                                     stream=timing, slo=SLO(1000.0, 100.0, 90.0)))
     assert [row["reasoning_tokens"] for row in rows] == [REASONING] * len(timing.requests)
     assert all(row["ttft_answer_ms"] > row["ttft_ms"] for row in rows)
+
+
+def think_tokenizer(folder):
+    """tiny-llama's tokenizer with DeepSeek-R1's think tokens added, and a chat template that opens the assistant's
+    thinking as R1's does ("<think>\\n" after the generation prompt): what vLLM's deepseek_r1 parser and its
+    thinking budget read."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(REPO / "harness" / "presets" / "tiny-llama")
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<think>", "</think>"]})
+    tokenizer.save_pretrained(folder)
+    template = (REPO / "harness" / "presets" / "tiny-llama" / "chat_template.jinja").read_text()
+    (folder / "chat_template.jinja").write_text(template.replace("'<|im_start|>assistant\\n'",
+                                                                 "'<|im_start|>assistant\\n<think>\\n'"))
+    return len(tokenizer)
+
+
+def test_a_vllm_reasoning_parser_is_read_apart_from_the_answer(tmp_path):
+    """vLLM itself, with its deepseek_r1 reasoning parser (tiny-llama's tokenizer given R1's think tokens) and a
+    thinking budget: every answer thinks for 4 tokens (the budget of 5 counts the template's newline after
+    `<think>`), then vLLM forces `</think>` and the answer follows, to the forced length (16 tokens). The reasoning arrives as
+    `delta.reasoning` (vLLM 0.32's field; its usage has no reasoning count): counted apart, the answer's first
+    token after it."""
+    vocab = think_tokenizer(tmp_path)
+    model = resolve_model(ModelConfig(preset="tiny-llama", weights="random", dtype="fp32",
+                                      overrides={"vocab_size": vocab}))
+    command = (
+        "env VLLM_ENABLE_V1_MULTIPROCESSING=0 {python} -m vllm.entrypoints.openai.api_server --model {model_dir} "
+        "--load-format dummy --dtype float32 --enforce-eager --kv-cache-memory-bytes 268435456 --host 127.0.0.1 "
+        f"--port {{port}} --max-model-len 512 --disable-uvicorn-access-log --tokenizer {tmp_path} "
+        f"--chat-template {tmp_path / 'chat_template.jinja'} --reasoning-parser deepseek_r1 "
+        "--reasoning-config '{\"reasoning_start_str\": \"<think>\", \"reasoning_end_str\": \"</think>\"}'")
+    options = OpenAIOptions(name="openai", command=command, endpoint="chat",
+                            extra_body={"thinking_token_budget": 5})
+    options.validate("backends[0]")
+    backend = OpenAIBackend(options, model, SweepShape(0, 64, 16, scenario="stream"))
+    backend.load()
+    try:
+        n = 4
+        conversations = tuple((("user", f"Question {i}: why is the sky blue?"),) for i in range(n))
+        stream = StreamSpec(BatchSpec([[1] * 8] * n, (16,) * n, messages=conversations),
+                            arrival_times("constant", 10.0, n, 0))
+        timing = backend.serve(stream)
+    finally:
+        backend.close()
+    for r in timing.requests:
+        assert r.ok, r.error
+        assert (r.output_tokens, r.output_tokens_source) == (16, "usage")
+        # `</think>` itself has no text: it is counted with the chunk it comes in, the last reasoning chunk's or the
+        # answer's first, as vLLM's steps happen to coalesce
+        assert r.reasoning_tokens in (4, 5)
+        assert r.first_token_s < r.first_answer_token_s <= r.last_token_s

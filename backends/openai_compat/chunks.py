@@ -122,10 +122,11 @@ class ResponseReading:
 
     @property
     def reasoning_tokens(self) -> Optional[int]:
-        """The server's count of reasoning tokens where its usage has one (OpenAI's reasoning models count reasoning
-        they do not stream), else the tokens of the chunks that carried reasoning; None for an answer with none (a
-        usage count of 0 and nothing streamed as reasoning)."""
-        if self.usage_reasoning_tokens or (self.usage_reasoning_tokens is not None and self.reasoning_texts):
+        """The server's count of reasoning tokens where its usage has one above 0 (OpenAI's reasoning models count
+        reasoning they do not stream), else the tokens of the chunks that carried reasoning (vLLM 0.32's chat usage
+        says 0 while its reasoning parser streams reasoning); None for an answer with none (nothing streamed as
+        reasoning and no count above 0)."""
+        if self.usage_reasoning_tokens:
             return self.usage_reasoning_tokens
         return self.reasoning_counted if self.reasoning_texts else None
 
