@@ -179,3 +179,13 @@ def test_chat_tool_calls_are_read_by_index_across_chunks():
     assert read_all(reading, chunks) == [0, 0, 12, 8, 1]
     assert reading.tool_calls == [("get_weather", '{"city":"Rome","days":2,"metric":true}')]
     assert reading.texts == [] and reading.finished
+
+
+def test_a_call_without_an_index_or_with_arguments_as_an_object_is_still_read():
+    """Servers that leave out a call's index (one call), or send its arguments whole as an object, not text."""
+    from backends.openai_compat.chunks import ResponseReading
+
+    reading = ResponseReading(chat=True)
+    reading.read({"choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
+        {"index": None, "function": {"name": "get_time", "arguments": {"city": "Oslo"}}}]}}]})
+    assert reading.tool_calls == [("get_time", '{"city": "Oslo"}')]

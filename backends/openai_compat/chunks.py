@@ -18,6 +18,7 @@ Servers differ in what a chunk holds, and the count must not depend on it:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -109,11 +110,12 @@ class ResponseReading:
         delta = choice.get("delta") or {}
         return delta.get("content") or "", "".join(delta.get(k) or "" for k in ("reasoning_content", "reasoning"))
 
-    def call(self, index: int, name: Optional[str], arguments: Optional[str]) -> None:
-        """A piece of tool call `index`: its name (sent once), more of its arguments."""
-        entry = self.calls.setdefault(int(index), ["", ""])
+    def call(self, index: Optional[int], name: Optional[str], arguments: Any) -> None:
+        """A piece of tool call `index`: its name (sent once), more of its arguments (text; a server that sends
+        them as an object: that object's JSON)."""
+        entry = self.calls.setdefault(int(index or 0), ["", ""])  # a server that sends no index: one call
         entry[0] = name or entry[0]
-        entry[1] += arguments or ""
+        entry[1] += arguments if isinstance(arguments, str) else json.dumps(arguments) if arguments else ""
 
     @property
     def tool_calls(self) -> List[Tuple[str, str]]:
