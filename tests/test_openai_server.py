@@ -222,14 +222,11 @@ def test_the_responses_and_messages_apis_are_read_from_their_own_events(server, 
         assert r.first_token_s <= r.last_token_s and 1 <= len(r.token_gaps_s) <= 5
 
 
-@pytest.mark.engine
-def test_answers_held_to_a_json_schema_are_checked_guided_or_not(server, tmp_path):
-    """yamls/cpu-servers.yaml's vllm-serve entry as endpoint chat, responses and messages, with workload.json_schema,
-    through benchmark.py to the module's server (base_url: a server start less; its model is that YAML's, the
-    tokenizer's vocabulary). Each API asked for the schema (guided decoding: every answer valid, each ending where
-    its JSON does) and chat without it (random weights: no answer valid), the answers checked either way:
-    requests.csv says which, results.csv the share. The same conversations through the three APIs: the server's
-    own counts of them."""
+def answers_sweep(server, tmp_path, unguided: str, output_length: int, num_requests: int, **workload):
+    """yamls/cpu-servers.yaml's vllm-serve entry as endpoint chat, responses and messages, through benchmark.py to
+    the module's server (base_url: a server start less; its model is that YAML's, the tokenizer's vocabulary), and
+    chat once more with guided_decoding: false (labelled `unguided`), the example chats held to `workload` (a
+    json_schema or tools file). The run's console, results.csv and requests.csv rows, and manifest."""
     import csv
 
     import yaml
@@ -239,76 +236,55 @@ def test_answers_held_to_a_json_schema_are_checked_guided_or_not(server, tmp_pat
     config = yaml.safe_load((REPO / "yamls" / "cpu-servers.yaml").read_text())
     config["backends"] = [{"name": "openai", "label": f"vllm-{api}", "endpoint": api, "base_url": server.base_url,
                            "model": server.served_model} for api in ("chat", "responses", "messages")]
-    config["backends"].append({**config["backends"][0], "label": "vllm-chat-unguided", "guided_decoding": False})
+    config["backends"].append({**config["backends"][0], "label": unguided, "guided_decoding": False})
     config["workload"].update(prompts=str(REPO / "yamls" / "prompts" / "example-chats.jsonl"), stop_at_eos=True,
-                              json_schema=str(REPO / "yamls" / "schemas" / "yes-no.json"))
-    config["output_lengths"] = [48]
-    config["stream"].update(request_rates=[8], num_requests=6, num_warmup_requests=1)
-    path = tmp_path / "schema.yaml"
-    path.write_text(yaml.safe_dump(config))
-    result = run_benchmark(path, "--output-dir", tmp_path / "out", "--no-plots")
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    printed = " ".join(result.stdout.split())  # the console wraps long lines
-    assert "(SLO met by 100%) invalid answers 0%" in printed and "invalid answers 100%" in printed
-    results = {r["backend"]: r for r in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
-    assert [(b, r["status"]) for b, r in results.items()] == [
-        ("vllm-chat", "ok"), ("vllm-responses", "ok"), ("vllm-messages", "ok"), ("vllm-chat-unguided", "ok")]
-    shares = {b: float(r["invalid_answer_share"]) for b, r in results.items()}
-    assert shares == {"vllm-chat": 0, "vllm-responses": 0, "vllm-messages": 0, "vllm-chat-unguided": 1}, shares
-    requests = list(csv.DictReader(open(tmp_path / "out" / "requests.csv")))
-    assert {(r["backend"], r["answer_valid"]) for r in requests} == {
-        ("vllm-chat", "1"), ("vllm-responses", "1"), ("vllm-messages", "1"), ("vllm-chat-unguided", "0")}
-    guided = [int(r["output_tokens"]) for r in requests if r["backend"] != "vllm-chat-unguided"]
-    assert max(guided) < 48  # each answer ended with its JSON, before its budget
-    assert {r["output_tokens_source"] for r in requests} == {"usage"}
-    inputs = {}
-    for r in requests:
-        inputs.setdefault(r["backend"], []).append(int(r["input_tokens"]))
-    # the server counts chat's and messages' prompts alike, the Responses API's one BOS longer (docs/measurement.md)
-    assert inputs["vllm-messages"] == inputs["vllm-chat"] == inputs["vllm-chat-unguided"]
-    assert len(inputs["vllm-chat"]) == 6
-    assert inputs["vllm-responses"] == [n + 1 for n in inputs["vllm-chat"]]
-
-
-@pytest.mark.engine
-def test_answers_that_call_tools_are_checked_required_or_not(server, tmp_path):
-    """workload.tools (yamls/tools/weather.json) through the chat, Responses and Messages APIs to the module's server,
-    each asking for a call (tool_choice required / any: vLLM's grammar of the calls, every answer one valid call,
-    ending with it), and chat letting the model choose (auto: random weights answer in text, no call, every answer
-    invalid)."""
-    import csv
-
-    import yaml
-
-    from tests.conftest import run_benchmark
-
-    config = yaml.safe_load((REPO / "yamls" / "cpu-servers.yaml").read_text())
-    config["backends"] = [{"name": "openai", "label": f"vllm-{api}", "endpoint": api, "base_url": server.base_url,
-                           "model": server.served_model} for api in ("chat", "responses", "messages")]
-    config["backends"].append({**config["backends"][0], "label": "vllm-chat-auto", "guided_decoding": False})
-    config["workload"].update(prompts=str(REPO / "yamls" / "prompts" / "example-chats.jsonl"), stop_at_eos=True,
-                              tools=str(REPO / "yamls" / "tools" / "weather.json"))
-    config["output_lengths"] = [96]
-    config["stream"].update(request_rates=[8], num_requests=5, num_warmup_requests=1)
-    path = tmp_path / "tools.yaml"
+                              **workload)
+    config["output_lengths"] = [output_length]
+    config["stream"].update(request_rates=[8], num_requests=num_requests, num_warmup_requests=1)
+    path = tmp_path / "answers.yaml"
     path.write_text(yaml.safe_dump(config))
     result = run_benchmark(path, "--output-dir", tmp_path / "out", "--no-plots")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     results = {r["backend"]: r for r in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
     assert {b: r["status"] for b, r in results.items()} == dict.fromkeys(
-        ("vllm-chat", "vllm-responses", "vllm-messages", "vllm-chat-auto"), "ok")
+        ("vllm-chat", "vllm-responses", "vllm-messages", unguided), "ok")
     shares = {b: float(r["invalid_answer_share"]) for b, r in results.items()}
-    assert shares == {"vllm-chat": 0, "vllm-responses": 0, "vllm-messages": 0, "vllm-chat-auto": 1}, shares
+    assert shares == {"vllm-chat": 0, "vllm-responses": 0, "vllm-messages": 0, unguided: 1}, shares
     requests = list(csv.DictReader(open(tmp_path / "out" / "requests.csv")))
-    required = [int(r["output_tokens"]) for r in requests if r["backend"] != "vllm-chat-auto"]
-    assert len(required) == 15 and max(required) < 96  # each answer ended with its call, before its budget
-    prompts = {}
+    assert {(r["backend"], r["answer_valid"]) for r in requests} == {
+        ("vllm-chat", "1"), ("vllm-responses", "1"), ("vllm-messages", "1"), (unguided, "0")}
+    guided = [int(r["output_tokens"]) for r in requests if r["backend"] != unguided]
+    assert len(guided) == 3 * num_requests and max(guided) < output_length  # each answer ended before its budget
+    assert {r["output_tokens_source"] for r in requests} == {"usage"}
+    prompts: dict = {}
     for r in requests:
         prompts.setdefault(r["backend"], []).append(int(r["input_tokens"]))
-    assert prompts["vllm-chat"] == prompts["vllm-chat-auto"] == prompts["vllm-messages"]
+    # the server counts chat's and messages' prompts alike, the Responses API's one BOS longer (docs/measurement.md)
+    assert prompts["vllm-messages"] == prompts["vllm-chat"] == prompts[unguided]
+    assert prompts["vllm-responses"] == [n + 1 for n in prompts["vllm-chat"]]
+    return result, prompts, json.loads((tmp_path / "out" / "manifest.json").read_text())
+
+
+@pytest.mark.engine
+def test_answers_held_to_a_json_schema_are_checked_guided_or_not(server, tmp_path):
+    """workload.json_schema: each API asked for the schema (guided decoding: every answer valid, each ending where
+    its JSON does) and chat without it (random weights: no answer valid), the answers checked either way:
+    requests.csv says which, results.csv the share, the console each point's."""
+    result, _, _ = answers_sweep(server, tmp_path, "vllm-chat-unguided", 48, 6,
+                                 json_schema=str(REPO / "yamls" / "schemas" / "yes-no.json"))
+    printed = " ".join(result.stdout.split())  # the console wraps long lines
+    assert "(SLO met by 100%) invalid answers 0%" in printed and "invalid answers 100%" in printed
+
+
+@pytest.mark.engine
+def test_answers_that_call_tools_are_checked_required_or_not(server, tmp_path):
+    """workload.tools (yamls/tools/weather.json): each API asking for a call (tool_choice required / any: vLLM's
+    grammar of the calls, every answer one valid call, ending with it), and chat letting the model choose (auto:
+    random weights answer in text, no call, every answer invalid)."""
+    _, prompts, manifest = answers_sweep(server, tmp_path, "vllm-chat-auto", 96, 5,
+                                         tools=str(REPO / "yamls" / "tools" / "weather.json"))
     # tiny-llama's chat template (ChatML) has no slot for tools: the server counts the messages alone, as the harness
     # did; a tool-calling model's template renders them into the prompt, and the server's count is the one kept
-    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     workload = manifest.get("models", [manifest])[0]["workload"]
     assert prompts["vllm-chat"][0] == workload["first_prompt_tokens"] and workload["tools"].endswith("weather.json")
     # the job's model config is a transformers object: imported once, by the preloading process, not per worker

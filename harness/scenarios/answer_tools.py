@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, Sequence, Tuple
 
 from harness.errors import UserError
-from harness.files import read_utf8
+from harness.scenarios.answer_schema import canonical, check_schema, read_json
 
 KEY = "workload.tools"
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # OpenAI's rule for a function's name; Anthropic's is the same
@@ -31,14 +31,7 @@ def load_tools(path: Path) -> str:
     and what is wrong: unreadable, not JSON (with its line), not a non-empty list, a tool not of the Chat
     Completions shape, a name OpenAI's API refuses or used twice, parameters that are not a valid JSON Schema for
     an object."""
-    try:
-        text = read_utf8(Path(path), "a tools file")
-    except UserError as e:
-        raise UserError(f"{KEY}: {e}") from None
-    try:
-        tools = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserError(f"{KEY}: {path} line {e.lineno}: not JSON ({e.msg})") from None
+    tools = read_json(path, KEY, "a tools file")
     if not isinstance(tools, list) or not tools:
         raise UserError(f"{KEY}: {path}: a tools file is a non-empty JSON list of tools, got "
                         f"{'an empty list' if tools == [] else type(tools).__name__}")
@@ -57,22 +50,12 @@ def load_tools(path: Path) -> str:
         names.add(name)
         if not isinstance(function.get("description", ""), str):
             raise UserError(f"{where} ({name}): function.description must be text")
-        _check_parameters(f"{where} ({name})", function.get("parameters", EMPTY_PARAMETERS))
-    return json.dumps(tools, sort_keys=True, separators=(",", ":"))
-
-
-def _check_parameters(where: str, parameters) -> None:
-    if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
-        raise UserError(f"{where}: function.parameters must be a JSON Schema of an object (\"type\": \"object\")")
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    try:
-        Draft202012Validator.check_schema(parameters)
-    except SchemaError as e:
-        at = "/".join(str(p) for p in e.path) or "the top level"
-        raise UserError(f"{where}: function.parameters is not a valid JSON Schema at {at} "
-                        f"({' '.join(e.message.split())[:200]})") from None
+        parameters = function.get("parameters", EMPTY_PARAMETERS)
+        if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
+            raise UserError(f"{where} ({name}): function.parameters must be a JSON Schema of an object "
+                            "(\"type\": \"object\")")
+        check_schema(parameters, f"{where} ({name}): function.parameters is not")
+    return canonical(tools)
 
 
 @lru_cache(maxsize=8)
