@@ -162,6 +162,11 @@ def point_line(row: Dict[str, object]) -> str:
         if row["scenario"] == "batch":
             return f"{head} ok  largest batch that ran: {row['max_batch_size_found']} ({row['search_probes']})"
         return f"{head} ok  highest rate within the SLO: {_num(row['max_rate_within_slo'], '.3g')} req/s ({row['search_probes']})"
+    if row["scenario"] == "stream" and row.get("inputs_per_s") is not None:  # embeddings, rerank: answers whole
+        return (f"{head} ok  e2e p50 {_num(row['e2e_ms_p50'])} / p99 {_num(row['e2e_ms_p99'])} ms  "
+                f"{_num(row['achieved_request_rate'], '.2f')} req/s  {_num(row['inputs_per_s'], '.3g')} inputs/s  "
+                f"{_num(row['input_tokens_per_s'])} input tok/s  goodput {_num(row['goodput'], '.2f')} req/s "
+                f"(SLO met by {_num(_float(row['slo_attainment']) * 100, '.0f')}%)" + _failed(row))
     if row["scenario"] == "stream":
         return (f"{head} ok  ttft p50 {_num(row['ttft_ms_p50'])} / p99 {_num(row['ttft_ms_p99'])} ms  "
                 f"tpot p50 {_num(row.get('tpot_ms_p50'), '.2f')} ms  e2e p99 {_num(row['e2e_ms_p99'])} ms  "

@@ -14,6 +14,7 @@ from tests.conftest import run_benchmark
 
 TINY = "yamls/cpu-tiny.yaml"
 STREAM = "yamls/cpu-stream.yaml"  # backends[3]: openai
+EMBED = "yamls/cpu-embeddings.yaml"  # backends[0]: embeddings, [1]: rerank, each with a grid of inputs_per_request
 CHATS = ["input_lengths=null", "workload.prompts=yamls/prompts/example-chats.jsonl"]
 KNOWN = ", ".join(BACKENDS.names())
 
@@ -133,7 +134,8 @@ CASES = {
         "backends[0].speculative.draft: method draft needs exactly one of draft.preset, draft.name_or_path, "
         "draft.layers_of_target, got preset, layers_of_target"),
     "bad endpoint": ([STREAM, "backends.3.endpoint=response"],
-                     "backends[3].endpoint: 'response' is not one of completions, chat, responses, messages"),
+                     "backends[3].endpoint: 'response' is not one of completions, chat, responses, messages, "
+                     "embeddings, rerank"),
     "messages without a prompt file": (
         [STREAM, "backends.3.endpoint=messages"],
         "backends[3].endpoint: messages sends a prompt file's messages, but workload.prompts is random (token ids, "
@@ -213,6 +215,38 @@ CASES = {
         "workload.tools: yamls/tools/no-such.json: cannot read a tools file (No such file or directory)"),
     "tools not a path": (
         [STREAM, *CHATS, "workload.tools=[get_time]"], "workload.tools: expected a string, got a list ['get_time']"),
+    "no inputs per request": ([EMBED, "backends.0.grid.inputs_per_request=[0]"],
+                              "backends[0].grid.inputs_per_request: must be an integer of inputs in [1, 4096], got 0"),
+    "too many inputs per request": (
+        [EMBED, "backends.1.grid.inputs_per_request=[4097]"],
+        "backends[1].grid.inputs_per_request: must be an integer of inputs in [1, 4096], got 4097"),
+    "inputs per request not whole": ([EMBED, "backends.0.grid.inputs_per_request=[1.5]"],
+                                     "backends[0].grid.inputs_per_request: expected an integer, got 1.5"),
+    "inputs per request beside completions": (
+        [STREAM, "backends.3.inputs_per_request=4"], "backends[3].inputs_per_request: sets the inputs of an embeddings "
+        "or rerank request; endpoint completions sends one prompt per request"),
+    "output lengths for embeddings": (
+        [EMBED, "output_lengths=[8]"],
+        "output_lengths: embeddings and rerank answers have no output tokens (backends[0]); remove output_lengths"),
+    "embeddings beside generation": (
+        [STREAM, "backends.3.endpoint=embeddings"], "backends[3].endpoint: embeddings and rerank make no output tokens "
+        "and cannot share a sweep with entries that generate (backends[0]); give them a sweep of their own"),
+    "embeddings replaying a trace": (
+        [EMBED, "input_lengths=null", "stream.arrival=trace", "stream.trace=yamls/traces/azure-sample.csv"],
+        "backends[0].endpoint: embeddings and rerank requests make no output, and stream.trace replays requests with "
+        "output lengths; use stream.arrival poisson, gamma or constant"),
+    "rerank conversations": (
+        [EMBED, "input_lengths=null", "workload.prompts=yamls/prompts/example-conversations.jsonl",
+         "workload.multi_turn=true"], "backends[0].endpoint: embeddings answers have no text a conversation's next "
+        "turn could follow; use single-turn prompts (workload.multi_turn: false)"),
+    "accuracy of embeddings": (
+        [EMBED, "accuracy.tasks=[arithmetic]"], "accuracy: scores generated answers, and embeddings and rerank answers "
+        "(backends[0]) are vectors and scores; remove the accuracy section"),
+    "rerank query in extra_body": (
+        [EMBED, "backends.1.extra_body={documents: [a]}"], "backends[1].extra_body.documents: set by the harness from "
+        "the sweep (model, prompt, messages, max_tokens, min_tokens, ignore_eos, generation_config, stream, "
+        "stream_options, temperature, top_p, top_k, seed, n, input, max_output_tokens, system, store, query, "
+        "documents are)"),
     "speculative engine args twice": (
         [TINY, "backends.1.engine_args={speculative_config: {method: ngram}}"],
         "backends[1].engine_args.speculative_config: duplicates backends[1].speculative; set it there"),

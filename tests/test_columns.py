@@ -34,7 +34,7 @@ UNIT_BY_ENDING = (
     ("_tokens_per_s", columns.TOKENS_PER_S), ("_tokens_per_s_per_gpu", columns.TOKENS_PER_S),
     ("_tokens_per_s_per_user", columns.TOKENS_PER_S), ("_j_per_output_token", columns.JOULES_PER_TOKEN),
     ("_kwh_per_million_output_tokens", columns.KWH_PER_M_TOKENS),
-    ("_ms", columns.MS), ("_s", columns.S),
+    ("inputs_per_s", columns.INPUTS_PER_S), ("_ms", columns.MS), ("_s", columns.S),
     ("_bytes_per_step", columns.BYTES), ("_bytes", columns.BYTES),
     ("_gbps", columns.GBPS), ("_tflops", columns.TFLOPS),
     ("_flops_per_step", columns.FLOP), ("_flops", columns.FLOP),
@@ -49,7 +49,7 @@ UNIT_BY_ENDING = (
 # Units a name must then say: a time, size, rate of work or power nobody should have to guess.
 NAMED_UNITS = {columns.MS, columns.S, columns.BYTES, columns.GBPS, columns.TFLOPS, columns.TOKENS_PER_S,
                columns.WATTS, columns.JOULES, columns.JOULES_PER_TOKEN, columns.KWH_PER_M_TOKENS,
-               columns.MHZ, columns.CELSIUS}
+               columns.MHZ, columns.CELSIUS, columns.INPUTS_PER_S}
 CONTEXT = RunContext("columns-test", "hf", "tiny-llama", "fp32", "cpu", 1, 1)
 CONTRACT_LINK = re.compile(r"\]\(\.\./measurement\.md#([^)\s]+)\)")
 

@@ -62,6 +62,7 @@ class Workload(ABC, Generic[OptionsT]):
 
     def __init__(self, options: WorkloadOptions, config: SweepConfig):
         self.forced = not options.stop_at_eos
+        self.pooled = config.output_lengths == [0]  # every entry pools (embeddings, rerank: harness/config/sweep.py)
         s = config.sampling
         self.sampling = Sampling(s.temperature, s.top_p, s.top_k)
         self.sampling_seed = s.seed
@@ -155,6 +156,8 @@ class Workload(ABC, Generic[OptionsT]):
     def describe(self) -> str:
         """One line for the dry run: what the prompts are and how long the outputs run."""
         output = "exactly output_length tokens" if self.forced else "up to output_length tokens (EOS stops)"
+        if self.pooled:
+            output = "no output (embeddings, rerank)"
         text = f"{self.prompt_summary()}; {output}"
         if self.prefix.prefix_tokens:
             p = self.prefix

@@ -119,6 +119,9 @@ class OpenAIBackend(Backend[OpenAIOptions]):
             self.served_model = fill(o.model, self._values) if o.model else self._first_model()
             self.server_version = self._server_version()
             tokenizer = self._output_tokenizer()
+            if o.endpoint == "rerank" and tokenizer is None:
+                raise RuntimeError("endpoint: rerank sends its query and documents as text, and the model has no "
+                                   "tokenizer here to write the prompts as text")
             self.metrics_url = self.base_url + o.metrics_path if o.metrics_path else None
             self.metrics_note = server_metrics.probe(self.metrics_url, self._auth_headers()) if self.metrics_url \
                 else "metrics_path: null, not scraped"
@@ -133,7 +136,7 @@ class OpenAIBackend(Backend[OpenAIOptions]):
                            else {})
         self.client = CompletionsClient(self.base_url, self.served_model, headers, o.request_timeout_s,
                                         o.continuous_usage_stats, o.extra_body, o.endpoint, o.extensions, tokenizer,
-                                        o.guided_decoding)
+                                        o.guided_decoding, o.inputs_per_request)
         self._loop = asyncio.new_event_loop()
 
     def _start_server(self, command: str) -> str:

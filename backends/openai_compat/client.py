@@ -1,7 +1,8 @@
 """The `openai` backend's HTTP client: a stream's requests as streamed `POST /v1/completions` calls with the prompt as
 token ids, or calls with its conversation to `/v1/chat/completions`, OpenAI's `/v1/responses` or Anthropic's
 `/v1/messages`; every SSE event that carries tokens is stamped on arrival with the harness's clock (chat and
-completions chunks are read by backends/openai_compat/chunks.py, the other two APIs' events by events.py).
+completions chunks are read by backends/openai_compat/chunks.py, the other two APIs' events by events.py). Embeddings
+and rerank requests, whose answers come whole, are written and read by pooling.py.
 
 Apart from backend.py, which finds or starts the server and checks that it answers: sending and timing need only
 its URL, so they read the same whoever started it.
@@ -11,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from contextlib import aclosing
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, AsyncGenerator, Dict, List, Optional
 
 from backends.openai_compat.chunks import ResponseReading
+from backends.openai_compat import pooling
 from backends.openai_compat.events import MessagesReading, ResponsesReading
 from harness.errors import ShortOutputError
 from harness.scenarios.answer_schema import answer_valid
@@ -27,9 +30,9 @@ from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenC
 # Body fields the harness sets from the sweep (prompt, budget, sampling, seed): extra_body may not change them.
 HARNESS_FIELDS = ("model", "prompt", "messages", "max_tokens", "min_tokens", "ignore_eos", "generation_config",
                   "stream", "stream_options", "temperature", "top_p", "top_k", "seed", "n", "input",
-                  "max_output_tokens", "system", "store")
+                  "max_output_tokens", "system", "store", "query", "documents")
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "responses": "/v1/responses",
-             "messages": "/v1/messages"}
+             "messages": "/v1/messages", "embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}
 CONVERSATION_ENDPOINTS = ("chat", "responses", "messages")  # sent a prompt file's messages, not token ids
 READERS = {"completions": ResponseReading, "chat": ResponseReading, "responses": ResponsesReading,
            "messages": MessagesReading}
@@ -57,6 +60,7 @@ class CompletionsClient:
     extensions: str = "vllm"
     tokenizer: Any = None  # counts the output where the server sends no usage
     guided_decoding: bool = True  # with an answer schema: ask the server to hold answers to it
+    inputs_per_request: int = 1  # embeddings and rerank: the inputs (documents) each request carries
 
     @property
     def url(self) -> str:
@@ -76,6 +80,9 @@ class CompletionsClient:
 
     def request_bodies(self, stream: StreamSpec) -> List[Optional[bytes]]:
         """One JSON body per request (None for a later turn of a conversation, whose prompt is not known yet)."""
+        if self.endpoint in pooling.POOLING_ENDPOINTS:
+            return [pooling.request_body(self.endpoint, self.model, stream, i, self.inputs_per_request,
+                                         self.tokenizer, self.extra_body) for i in range(stream.num_requests)]
         if self.endpoint in CONVERSATION_ENDPOINTS and not stream.requests.messages:
             raise RuntimeError(f"endpoint: {self.endpoint} needs the prompts' conversations (a prompt file), and "
                                "this stream has token ids only")
@@ -208,6 +215,8 @@ class CompletionsClient:
         import aiohttp
 
         try:
+            if self.endpoint in pooling.POOLING_ENDPOINTS:
+                return await self._pooled(session, bodies[index], stream, index)
             return await self._exchange(session, bodies[index] or self.request_body(stream, index), stream.requests,
                                         index)
         except asyncio.TimeoutError:
@@ -215,6 +224,25 @@ class CompletionsClient:
             raise RuntimeError(f"no complete response within request_timeout_s ({limit})") from None
         except aiohttp.ClientPayloadError as e:  # its own words name the transfer encoding, not what happened
             raise RuntimeError(f"the connection closed mid-response ({' '.join(str(e).split())})") from None
+
+    async def _pooled(self, session, body: Optional[bytes], stream: StreamSpec, index: int) -> Submitted:
+        """Send embeddings or rerank request `index`; its answer comes whole, stamped when its last byte arrived."""
+        assert body is not None  # request_bodies wrote every pooling request's
+        async with session.post(self.url, data=body) as response:
+            raw = await response.read()
+            arrived_s = time.perf_counter()
+            if response.status != 200:
+                detail = " ".join(raw[:300].decode(errors="replace").split())
+                raise RuntimeError(f"HTTP {response.status} from {self.url}: {detail}")
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            raise RuntimeError(f"the answer is not JSON: {raw[:80]!r}") from None
+        inputs = self.inputs_per_request
+        tokens = pooling.read_answer(self.endpoint, answer, inputs)
+        if tokens is None:
+            tokens = pooling.harness_input_tokens(self.endpoint, stream, index, inputs)
+        return Submitted(arrived_s, arrived_s, 0, input_tokens=tokens, output_tokens_source="none", inputs=inputs)
 
     async def _exchange(self, session, body: bytes, batch: BatchSpec, index: int) -> Submitted:
         """Send request `index`, stamp every chunk that carries tokens, return when the stream ends."""

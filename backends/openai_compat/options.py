@@ -20,6 +20,7 @@ from backends.openai_compat.client import (
     TOOL_FIELDS,
 )
 from backends.openai_compat.command import check_server_args
+from backends.openai_compat.pooling import MAX_INPUTS_PER_REQUEST, POOLING_ENDPOINTS
 from harness.errors import UserError
 from harness.fields import WEEK_S, opt
 
@@ -49,8 +50,13 @@ class OpenAIOptions(BackendOptions):
                         "(POST /v1/chat/completions with a prompt file's messages) | responses (OpenAI's POST "
                         "/v1/responses, the messages as `input`) | messages (Anthropic's POST /v1/messages; it "
                         "cannot ask for exactly max_tokens tokens, so a forced output length is only checked). With "
-                        "the last three the server applies its own chat template, so the workload's template must be "
-                        "`chat`, the tokenizer's.")
+                        "those three the server applies its own chat template, so the workload's template must be "
+                        "`chat`, the tokenizer's. | embeddings (POST /v1/embeddings, the prompts as token ids) | "
+                        "rerank (POST /v1/rerank, a query and documents as text): answers that come whole, with no "
+                        "output tokens, in a sweep of their own without output_lengths.")
+    inputs_per_request: int = opt(
+        1, ge=1, le=MAX_INPUTS_PER_REQUEST, unit="inputs", help="With endpoint embeddings: the prompts each request "
+        "carries; with rerank: the documents scored against each query. A grid over it makes it a sweep axis.")
     extensions: str = opt(
         "vllm", help="How a request asks for what OpenAI's API cannot say (exactly max_tokens tokens, top_k): vllm "
         "(ignore_eos, min_tokens, top_k fields: vLLM, SGLang) | transformers (a generation_config with EOS off: "
@@ -127,6 +133,9 @@ class OpenAIOptions(BackendOptions):
         for name, allowed in (("endpoint", ENDPOINTS), ("extensions", EXTENSIONS)):
             if getattr(self, name) not in allowed:
                 raise UserError(f"{key}.{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")
+        if self.inputs_per_request != 1 and not self.pools:
+            raise UserError(f"{key}.inputs_per_request: sets the inputs of an embeddings or rerank request; endpoint "
+                            f"{self.endpoint} sends one prompt per request")
         for name in ("health_path", "metrics_path"):
             path = getattr(self, name)
             if path is not None and not path.startswith("/"):
@@ -140,7 +149,15 @@ class OpenAIOptions(BackendOptions):
                 raise UserError(f"{key}.extra_body.{field_name}: set by the harness from the sweep "
                                 f"({', '.join(HARNESS_FIELDS)} are)")
 
+    @property
+    def pools(self) -> bool:
+        """Embeddings or rerank: answers that come whole, with no output tokens (pooling.py)."""
+        return self.endpoint in POOLING_ENDPOINTS
+
     def validate_workload(self, key: str, workload) -> None:
+        if self.pools and getattr(workload, "multi_turn", False):
+            raise UserError(f"{key}.endpoint: {self.endpoint} answers have no text a conversation's next turn could "
+                            "follow; use single-turn prompts (workload.multi_turn: false)")
         if getattr(workload, "json_schema", None) is not None:
             if self.endpoint not in CONVERSATION_ENDPOINTS:
                 raise UserError(f"{key}.endpoint: answers held to workload.json_schema go through endpoint chat, "

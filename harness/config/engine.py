@@ -4,9 +4,11 @@ typed keys (backends/<engine>.py, `Options`). Here, below the plan, so that the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Dict, Optional
+from typing import Any, ClassVar, Dict, List, Optional
 
+from harness.config.accuracy import AccuracyConfig
 from harness.config.speculative import SpeculativeConfig
+from harness.errors import UserError
 from harness.fields import opt
 
 
@@ -46,9 +48,32 @@ class BackendOptions:
     # (the openai backend does).
     holds_answers_to_a_schema: ClassVar[bool] = False
 
+    @property
+    def pools(self) -> bool:
+        """Whether the entry's requests pool rather than generate (an openai entry's embeddings or rerank): no output
+        tokens, so its sweep has no output_lengths (harness/config/sweep.py)."""
+        return False
+
     def validate(self, key: str) -> None:
         """Value checks beyond types; raise UserError naming `key`.<field>. Must not load anything."""
 
     def validate_workload(self, key: str, workload) -> None:
         """Checks against the sweep's workload options (workloads/: `prompts`, and a prompt file's `template`);
         raise UserError naming `key`.<field>. Must not load anything."""
+
+
+def pooling_entry(entries: List[BackendOptions], keys: List[str], accuracy: AccuracyConfig) -> Optional[str]:
+    """The first entry's key when every entry pools (embeddings, rerank: the sweep has no output_lengths); None when
+    none does. A sweep of both kinds is refused (their points have no output length in common), as is accuracy
+    scoring of answers that are vectors and scores."""
+    pooled = [entry.pools for entry in entries]
+    if not any(pooled):
+        return None
+    pools = keys[pooled.index(True)]
+    if not all(pooled):
+        raise UserError(f"{pools}.endpoint: embeddings and rerank make no output tokens and cannot share a sweep with "
+                        f"entries that generate ({keys[pooled.index(False)]}); give them a sweep of their own")
+    if accuracy.tasks or accuracy.lm_eval_tasks:
+        raise UserError(f"accuracy: scores generated answers, and embeddings and rerank answers ({pools}) are vectors "
+                        "and scores; remove the accuracy section")
+    return keys[0]

@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Literal, Optional, Protocol, Tuple, Union
 
 from harness.config.accuracy import AccuracyConfig, validate_accuracy
 from harness.config.cluster import ClusterConfig, validate_cluster
-from harness.config.engine import BackendOptions
+from harness.config.engine import BackendOptions, pooling_entry
 from harness.config.grid import expand_grids
 from harness.config.kinds import show
 from harness.config.loading import apply_override, read_yaml_mapping, to_dataclass
@@ -198,11 +198,12 @@ def _typed(parsed: SweepYaml, backends: "Registry", workloads: "Registry", folde
     workload = workloads.options(parsed.workload, "workload")
     for section in (workload, parsed.stream, parsed.quality, parsed.accuracy):
         section.resolve_paths(folder)
+    entries = [backends.options(entry, key) for key, _, entry in expanded]
+    pooling = pooling_entry(entries, [key for key, _, _ in expanded], parsed.accuracy)
     typed = dict(
-        backends=[backends.options(entry, key) for key, _, entry in expanded],
-        entry_keys=[EntryKeys(key, spec) for key, spec, _ in expanded],
-        workload=workload, batch_sizes=values.batch_sizes(parsed), output_lengths=values.output_lengths(parsed),
-        num_batches=values.num_batches(parsed),
+        backends=entries, entry_keys=[EntryKeys(key, spec) for key, spec, _ in expanded],
+        workload=workload, batch_sizes=values.batch_sizes(parsed),
+        output_lengths=values.output_lengths(parsed, pooling), num_batches=values.num_batches(parsed),
     )
     kept = {f.name: getattr(parsed, f.name) for f in dataclasses.fields(SweepYaml) if f.name not in typed}
     return SweepConfig(**kept, **typed)

@@ -43,9 +43,19 @@ def num_batches(parsed: ShapeKeys) -> Union[int, Literal["auto"]]:
     return "auto"
 
 
-def output_lengths(parsed: ShapeKeys) -> List[int]:
+def output_lengths(parsed: ShapeKeys, pooling: Optional[str] = None) -> List[int]:
     """The sweep's output lengths; a replayed trace gives each request's, and the sweep's is its longest. The
-    scenario's keys are checked first (`batch_sizes` runs before this), so the stream section is valid here."""
+    scenario's keys are checked first (`batch_sizes` runs before this), so the stream section is valid here.
+    `pooling`: where the first entry is, when every entry's requests pool (embeddings, rerank): they make no output
+    tokens, so output_lengths is left out and every point's output length is 0."""
+    if pooling is not None:
+        if parsed.scenario == "stream" and parsed.stream.arrival == "trace":
+            raise UserError(f"{pooling}.endpoint: embeddings and rerank requests make no output, and stream.trace "
+                            "replays requests with output lengths; use stream.arrival poisson, gamma or constant")
+        if parsed.output_lengths is not None:
+            raise UserError(f"output_lengths: embeddings and rerank answers have no output tokens ({pooling}); "
+                            "remove output_lengths")
+        return [0]
     if parsed.scenario == "stream" and parsed.stream.arrival == "trace":
         for key in ("input_lengths", "output_lengths"):
             if getattr(parsed, key) is not None:

@@ -208,17 +208,21 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     ends = [r.last_token_s for r in requests if r.last_token_s is not None]  # every completed request's
     duration_s = max(ends) - timing.start_s
     met = sum(f.meets(slo) for f in figures)
+    pooled = [r.inputs for r in requests if r.inputs is not None]  # embeddings or rerank: no output, answers whole
     out: Dict[str, Optional[float]] = {
         "num_requests": len(timing.requests),
         "requests_failed": len(timing.requests) - len(requests),
         "achieved_request_rate": len(requests) / duration_s,
-        "throughput_tokens_per_s": sum(r.output_tokens for r in requests) / duration_s,
+        "throughput_tokens_per_s": None if pooled else sum(r.output_tokens for r in requests) / duration_s,
+        "input_tokens_per_s": sum(r.input_tokens for r in requests) / duration_s,
         "slo_attainment": met / len(timing.requests),
         "goodput": met / duration_s,
         "max_concurrency_reached": max_in_flight(requests),
         "duration_s": duration_s,
     }
-    out.update(describe([f.ttft_ms for f in figures], "ttft_ms"))
+    if pooled:  # docs/measurement.md, "Embeddings and rerank": no first token apart from the whole answer
+        out.update(inputs_per_s=sum(pooled) / duration_s, inputs_per_request=float(np.mean(pooled)))
+    out.update(describe([] if pooled else [f.ttft_ms for f in figures], "ttft_ms"))
     out.update(describe([f.tpot_ms for f in figures if f.tpot_ms is not None], "tpot_ms"))
     out["output_tokens_per_s_per_user"] = per_user_speed(figures)
     out.update(describe([g for f in figures for g in f.itl_ms], "itl_ms"))

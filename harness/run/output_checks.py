@@ -53,6 +53,9 @@ def judge_stream(timing: StreamTiming, stream: StreamSpec, max_failed_share: flo
 def _judged(r: RequestTiming, budget: int, forced: bool) -> RequestTiming:
     if not r.ok:
         return r if r.error else dataclasses.replace(r, error="no tokens came back")
+    if r.inputs is not None:  # embeddings or rerank: an answer with no output tokens (the client checked its items)
+        return r if r.output_tokens == 0 else dataclasses.replace(r, error=f"ShortOutputError: {r.output_tokens} "
+                                                                           "output tokens from a pooling request")
     if forced and r.output_tokens != budget:
         return dataclasses.replace(r, error=f"ShortOutputError: {r.output_tokens} tokens, {budget} were forced")
     if not 1 <= r.output_tokens <= budget:

@@ -118,6 +118,8 @@ class RequestTiming:
     they take (None: neither).
     `reasoning_tokens`: output tokens the engine streamed as reasoning apart from the answer (None: none streamed);
     `first_answer_token_s`: the answer's first token, after the reasoning (None without one).
+    `inputs`: the inputs an embeddings or rerank request carried (its documents, for rerank), whose answer comes
+    whole: its first and last "token" are the answer's arrival and it has no output tokens (None: it generated).
     """
 
     index: int
@@ -139,6 +141,7 @@ class RequestTiming:
     answer_valid: Optional[bool] = None
     reasoning_tokens: Optional[int] = None
     first_answer_token_s: Optional[float] = None
+    inputs: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -215,6 +218,7 @@ class Submitted:
     answer_valid: Optional[bool] = None  # the answer against the workload's json_schema or tools, where it has one
     reasoning_tokens: Optional[int] = None  # streamed as reasoning apart from the answer, where the engine does
     first_answer_token_s: Optional[float] = None
+    inputs: Optional[int] = None  # an embeddings or rerank request's inputs; its answer came whole
 
 
 # submit(index) sends request `index` of the stream and returns when its last token has arrived.
@@ -263,7 +267,7 @@ async def _drive(stream: StreamSpec, submit: Submit, clock: ReleaseClock) -> Str
                              token_ids=got.token_ids, output_tokens_source=got.output_tokens_source,
                              cached_tokens=got.cached_tokens, conversation=conv, turn=turn,
                              answer_valid=got.answer_valid, reasoning_tokens=got.reasoning_tokens,
-                             first_answer_token_s=got.first_answer_token_s), got
+                             first_answer_token_s=got.first_answer_token_s, inputs=got.inputs), got
 
     async def conversation(index: int, scheduled_s: float, dispatched_s: float) -> List[RequestTiming]:
         timings = []

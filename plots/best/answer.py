@@ -1,7 +1,8 @@
 """The best configuration at the targets (docs/guides/best.md): per model, scenario and length pair (and per
 hardware, where the sources hold several), the configuration whose ok point meeting every target has the most output
-tokens/s per GPU; the runner-up configuration; whether the margin between them is larger than both intervals; and,
-where no point meets the targets, which target the closest point misses and by how much."""
+tokens/s per GPU (embeddings and rerank: input tokens/s); the runner-up configuration; whether the margin between
+them is larger than both intervals; and, where no point meets the targets, which target the closest point misses and
+by how much."""
 
 from __future__ import annotations
 
@@ -56,6 +57,10 @@ def checks(row: pd.Series, targets: Targets) -> List[Check]:
     workload's json_schema or tools, every one must be valid, stated or not: a fast wrong answer is not an answer."""
     out = []
     p = targets.percentile
+    if pools(row):  # an answer that comes whole: the TTFT target bounds its latency; no output to hold to the rest
+        if targets.ttft_ms is not None:
+            out.append(Check(f"latency p{p}", number(row, f"e2e_ms_p{p}"), targets.ttft_ms, True, " ms"))
+        return out
     for stated, kind in ((targets.ttft_ms, "ttft"), (targets.tpot_ms, "tpot")):
         if stated is not None:
             out.append(Check(f"{kind.upper()} p{p}", _latency(row, kind, p), stated, True, " ms"))
@@ -78,6 +83,23 @@ def _latency(row: pd.Series, kind: str, percentile: int) -> float:
         if not math.isnan(per_sequence):
             return per_sequence
     return number(row, f"{kind}_ms_p{percentile}")
+
+
+def pools(row: pd.Series) -> bool:
+    """An embeddings or rerank point (output length 0, no output tokens): ranked by the input tokens it takes in
+    (docs/guides/best.md)."""
+    return number(row, R.output_length) == 0
+
+
+def per_gpu(row: pd.Series) -> float:
+    """What the answer ranks by: output tokens/s per GPU, or an embeddings or rerank point's input tokens/s."""
+    if pools(row):
+        return number(row, R.input_tokens_per_s) / number(row, R.num_devices)
+    return number(row, R.output_tokens_per_s_per_gpu)
+
+
+def speed_words(row: pd.Series) -> str:
+    return "input tokens/s per GPU" if pools(row) else "tokens/s per GPU"
 
 
 def number(row: pd.Series, column: str) -> float:
@@ -113,7 +135,7 @@ def answers(table: pd.DataFrame, targets: Targets) -> List[Answer]:
 def _answer(rows: pd.DataFrame, targets: Targets, group: Dict[str, object]) -> Answer:
     misses = [max([c.miss for c in checks(r, targets)], default=-math.inf) for _, r in rows.iterrows()]
     rows = rows.copy()  # one block: the rows' columns are many, and two more are added
-    rows["_miss"], rows["_per_gpu"] = misses, pd.to_numeric(rows[R.output_tokens_per_s_per_gpu], errors="coerce")
+    rows["_miss"], rows["_per_gpu"] = misses, [per_gpu(r) for _, r in rows.iterrows()]
     meeting = rows[(rows["_miss"] <= 0) & rows["_per_gpu"].notna()]
     if meeting.empty:
         closest = rows.loc[rows["_miss"].idxmin()] if len(rows) else None
@@ -126,7 +148,9 @@ def _answer(rows: pd.DataFrame, targets: Targets, group: Dict[str, object]) -> A
 
 
 def per_gpu_interval(row: pd.Series) -> Tuple[float, float]:
-    """The point's 95% throughput interval over its devices (NaN where it has none)."""
+    """The point's 95% throughput interval over its devices (NaN where it has none: a stream's)."""
+    if pools(row):
+        return math.nan, math.nan
     devices = number(row, R.num_devices)
     return (number(row, R.throughput_tokens_per_s_ci95_low) / devices,
             number(row, R.throughput_tokens_per_s_ci95_high) / devices)

@@ -12,8 +12,8 @@ import pandas as pd
 
 from harness.measure.columns.names import R
 from plots import data
-from plots.best.answer import Answer, answers, checks, number, per_gpu_interval
-from plots.headline import PER_GPU, PER_USER
+from plots.best.answer import Answer, answers, checks, number, per_gpu, per_gpu_interval, pools, speed_words
+from plots.headline import PER_USER
 from plots.best.targets import Targets
 from plots.data import SERIES, fmt
 
@@ -31,7 +31,8 @@ def figures(row: Optional[pd.Series], targets: Targets) -> Optional[Dict[str, ob
             R.num_devices: _int(row.get(R.num_devices)), R.tp_size: _int(row.get(R.tp_size)),
             "load": data.load_text(row), R.batch_size: _int(row.get(R.batch_size)),
             R.request_rate: _none_if_nan(number(row, R.request_rate)),
-            R.output_tokens_per_s_per_gpu: number(row, PER_GPU),
+            # embeddings and rerank make no output: the input tokens they take in are what ranks them
+            ("input_tokens_per_s_per_gpu" if pools(row) else R.output_tokens_per_s_per_gpu): per_gpu(row),
             "output_tokens_per_s_per_gpu_ci95": None if math.isnan(low) or math.isnan(high) else [low, high],
             R.cost_per_million_output_tokens: _none_if_nan(number(row, R.cost_per_million_output_tokens)),
             R.output_tokens_per_s_per_user: _none_if_nan(number(row, PER_USER)),
@@ -60,14 +61,14 @@ def sentence(a: Answer) -> str:
             return f"{where}: no ok point"
         return (f"{where}: no point meets the targets; the closest, {a.closest[SERIES]} at {data.load_text(a.closest)}, "
                 f"misses {'; '.join(a.closest_misses)}")
-    text = (f"{where}: {a.best[SERIES]} at {data.load_text(a.best)}, {fmt(a.best[PER_GPU])} "
-            f"tokens/s per GPU{_cost(a.best)}")
+    text = (f"{where}: {a.best[SERIES]} at {data.load_text(a.best)}, {fmt(per_gpu(a.best))} "
+            f"{speed_words(a.best)}{_cost(a.best)}")
     if a.runner_up is None:
         return text + " (the only configuration that meets them)"
     margin = {True: "beyond both intervals", False: "within their intervals: a tie",
               None: "intervals unknown"}[a.margin_beyond_intervals]
     return (text + f"; runner-up {a.runner_up[SERIES]} at {data.load_text(a.runner_up)}, "
-            f"{fmt(a.runner_up[PER_GPU])} ({margin})")
+            f"{fmt(per_gpu(a.runner_up))} ({margin})")
 
 
 def console_lines(table: pd.DataFrame, targets: Targets, origin: str) -> List[str]:
@@ -79,15 +80,18 @@ def console_lines(table: pd.DataFrame, targets: Targets, origin: str) -> List[st
 
 def markdown_lines(table: pd.DataFrame, targets: Targets, origin: str) -> List[str]:
     """report.md's first section."""
+    found = answers(table, targets)
+    pooled = (" (embeddings and rerank, which make no output: input tokens/s, the TTFT target bounding their whole "
+              "latency)" if any(int(a.group[R.output_length]) == 0 for a in found) else "")
     lines = [SECTION, "", f"Targets: {targets.describe()} ({origin}). Each answer is the configuration whose ok point "
-             "meeting every target has the most output tokens/s per GPU; the runner-up is the next configuration's "
-             "best such point, and the margin is beyond both intervals when the winner's 95% interval lies wholly "
-             "above the runner-up's.", "",
+             f"meeting every target has the most output tokens/s per GPU{pooled}; the runner-up is the next "
+             "configuration's best such point, and the margin is beyond both intervals when the winner's 95% interval "
+             "lies wholly above the runner-up's.", "",
              *data.table_head("| model | scenario | input | output | hardware | best configuration | at | tokens/s "
                               "per GPU (95% interval) | cost per M tokens | runner-up | its tokens/s per GPU | margin |",
                               6)]
     notes = []
-    for a in answers(table, targets):
+    for a in found:
         g = a.group
         head = [str(g[R.model]), str(g[R.scenario]), str(g[R.input_length]), str(g[R.output_length]),
                 str(g[R.hardware])]
@@ -99,7 +103,7 @@ def markdown_lines(table: pd.DataFrame, targets: Targets, origin: str) -> List[s
         margin = {True: "beyond the intervals", False: "within: a tie", None: "-"}[a.margin_beyond_intervals]
         cells = [str(a.best[SERIES]), data.load_text(a.best), _per_gpu_text(a.best), fmt(a.best.get(
                  R.cost_per_million_output_tokens)), "-" if runner is None else f"{runner[SERIES]} at "
-                 f"{data.load_text(runner)}", "-" if runner is None else fmt(runner[PER_GPU]),
+                 f"{data.load_text(runner)}", "-" if runner is None else fmt(per_gpu(runner)),
                  margin]
         lines.append("| " + " | ".join(head + cells) + " |")
     return lines + [""] + (notes + [""] if notes else [])
@@ -108,7 +112,7 @@ def markdown_lines(table: pd.DataFrame, targets: Targets, origin: str) -> List[s
 def _per_gpu_text(row: pd.Series) -> str:
     low, high = per_gpu_interval(row)
     interval = "" if math.isnan(low) or math.isnan(high) else f" ({fmt(low)}-{fmt(high)})"
-    return fmt(row[PER_GPU]) + interval
+    return fmt(per_gpu(row)) + interval
 
 
 def _cost(row: pd.Series) -> str:

@@ -46,11 +46,13 @@ def _ranked(label: str, group: pd.DataFrame) -> Tuple[Optional[float], str]:
     else:
         candidates, basis = ok, "peak"
     options = str(group[R.grid_options].iloc[0])
-    if candidates.empty or candidates[R.throughput_tokens_per_s].isna().all():
+    # Embeddings and rerank (output length 0) make no output: ranked by the input tokens they take in per second.
+    pooled = (pd.to_numeric(ok[R.output_length], errors="coerce") == 0).any()
+    column, unit = (R.input_tokens_per_s, " input") if pooled else (R.throughput_tokens_per_s, "")
+    if candidates.empty or column not in candidates or candidates[column].isna().all():
         return None, f"| {label} | {options} | - | - | {basis}: none |"
-    best = candidates.loc[candidates[R.throughput_tokens_per_s].idxmax()]
-    return float(best[R.throughput_tokens_per_s]), (f"| {label} | {options} | {fmt(best[R.throughput_tokens_per_s])} "
-                                                   f"| {_load(best)} | {basis} |")
+    best = candidates.loc[candidates[column].idxmax()]
+    return float(best[column]), (f"| {label} | {options} | {fmt(best[column])}{unit} | {_load(best)} | {basis} |")
 
 
 def _load(row: pd.Series) -> str:

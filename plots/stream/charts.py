@@ -43,6 +43,8 @@ SUSTAINED_RING_SIZE = 15
 # Each panel's results.csv column per percentile drawn (style.PERCENTILE_STYLES' keys), and its name.
 LATENCY_PANELS = (({"p50": R.ttft_ms_p50, "p99": R.ttft_ms_p99}, "TTFT"),
                   ({"p50": R.e2e_ms_p50, "p99": R.e2e_ms_p99}, "E2E latency"))
+# Embeddings and rerank: an answer comes whole, so its latency is the one panel (and its TTFT, which rows leave out).
+POOLED_PANELS = (({"p50": R.e2e_ms_p50, "p99": R.e2e_ms_p99}, "Latency (the whole answer)"),)
 
 
 def _title(rows: pd.DataFrame, what: str, group: StreamGroup) -> str:
@@ -80,8 +82,9 @@ def latency_vs_rate(ctx: ChartContext) -> List[Chart]:
 
 def _latency_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     rows = selections.on_rate_axis(group.rows(ctx.ok))
-    fig, axes = style.new_grid(1, len(LATENCY_PANELS))
-    for ax, (columns, name) in zip(axes[0], LATENCY_PANELS):
+    panels = POOLED_PANELS if group.pools else LATENCY_PANELS
+    fig, axes = style.new_grid(1, len(panels))
+    for ax, (columns, name) in zip(axes[0], panels):
         _latency_panel(ax, rows, columns, ctx.palette)
         ax.set_title(name, fontsize=11.5)
         ax.set_xlabel(RATE_LABEL)
@@ -91,8 +94,9 @@ def _latency_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     fig.suptitle(title, x=axes[0, 0].get_position().x0, y=1.0 - 0.2 / fig.get_figheight(), ha="left",
                  va="top", fontweight="bold")
     _percentile_legend(fig, axes[0, -1], ctx.palette, data.series_order(rows))
-    burst = _burst_text(ctx, group, lambda r: (f"TTFT p50 {_fmt(r[R.ttft_ms_p50])} / p99 {_fmt(r[R.ttft_ms_p99])} ms, "
-                                               f"E2E p50 {_fmt(r[R.e2e_ms_p50])} / p99 {_fmt(r[R.e2e_ms_p99])} ms"))
+    ttft = "" if group.pools else "TTFT p50 {} / p99 {} ms, "
+    burst = _burst_text(ctx, group, lambda r: (ttft.format(_fmt(r[R.ttft_ms_p50]), _fmt(r[R.ttft_ms_p99]))
+                                               + f"E2E p50 {_fmt(r[R.e2e_ms_p50])} / p99 {_fmt(r[R.e2e_ms_p99])} ms"))
     return finish(ctx, fig, f"stream_latency_vs_rate_{group.stem}", "Stream: latency vs request rate",
                    title.replace("\n", ", "), _caption(ctx, group, burst))
 
@@ -128,17 +132,19 @@ def throughput_vs_rate(ctx: ChartContext) -> List[Chart]:
 
 def _throughput_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     rows = selections.on_rate_axis(group.rows(ctx.ok))
+    # Embeddings and rerank make no output: the prompt tokens they take in per second are their throughput.
+    column, what = (R.input_tokens_per_s, "input") if group.pools else (R.throughput_tokens_per_s, "output")
     fig, ax = style.new_figure()
-    for curve in data.build_curves(rows, R.request_rate, R.throughput_tokens_per_s):
+    for curve in data.build_curves(rows, R.request_rate, column):
         draw_series_curve(ax, curve, ctx.palette)
     style.set_rate_axis(ax, rows[R.request_rate])
-    style.set_value_axis(ax, "y", rows[R.throughput_tokens_per_s])
+    style.set_value_axis(ax, "y", rows[column])
     ax.margins(x=0.06, y=0.1)
-    title = _title(rows, "output throughput vs offered rate", group)
-    decorate(ax, title, RATE_LABEL, "output throughput (tokens/s)")
+    title = _title(rows, f"{what} throughput vs offered rate", group)
+    decorate(ax, title, RATE_LABEL, f"{what} throughput (tokens/s)")
     legend_right(ax, "series")
-    burst = _burst_text(ctx, group, lambda r: f"{_fmt(r[R.throughput_tokens_per_s])} tokens/s")
-    return finish(ctx, fig, f"stream_throughput_vs_rate_{group.stem}", "Stream: output throughput vs request rate",
+    burst = _burst_text(ctx, group, lambda r: f"{_fmt(r[column])} {what} tokens/s")
+    return finish(ctx, fig, f"stream_throughput_vs_rate_{group.stem}", f"Stream: {what} throughput vs request rate",
                    title.replace("\n", ", "), _caption(ctx, group, burst))
 
 
@@ -194,26 +200,28 @@ def ttft_cdf(ctx: ChartContext) -> List[Chart]:
 
 
 def _ttft_cdf_one(ctx: ChartContext, group: StreamGroup) -> Chart:
-    section, series = "Stream: TTFT distribution", data.series_order(group.rows(ctx.table))
+    # An embeddings or rerank answer comes whole: its latency is its TTFT, and the SLO's ttft_ms bounds it.
+    column, name = (Q.e2e_ms, "latency") if group.pools else (Q.ttft_ms, "TTFT")
+    section, series = f"Stream: {name} distribution", data.series_order(group.rows(ctx.table))
     rate = selections.highest_shared_ok_rate(selections.on_rate_axis(group.rows(ctx.table)), series)
-    what = f"per-request TTFT ({group.text})"
+    what = f"per-request {name} ({group.text})"
     if rate is None:
-        return Chart(section, what, [], f"No TTFT distribution for {group.text}: no offered rate at which "
+        return Chart(section, what, [], f"No {name} distribution for {group.text}: no offered rate at which "
                                          f"every series ({', '.join(series)}) ran ok.")
     requests = requests_at(ctx, group, rate)
     if requests.empty:
-        return Chart(section, what, [], f"No TTFT distribution for {group.text}: no requests.csv beside "
+        return Chart(section, what, [], f"No {name} distribution for {group.text}: no requests.csv beside "
                                          "results.csv holds these points (written by an older harness?).")
     fig, ax = style.new_figure()
-    for name in series:
-        _draw_cdf(ax, requests.loc[requests[SERIES] == name, Q.ttft_ms], name, ctx.palette)
-    _slo_line(ax, group.rows(ctx.table))
-    style.set_value_axis(ax, "x", requests[Q.ttft_ms])
+    for series_name in series:
+        _draw_cdf(ax, requests.loc[requests[SERIES] == series_name, column], series_name, ctx.palette)
+    _slo_line(ax, group.rows(ctx.table), name)
+    style.set_value_axis(ax, "x", requests[column])
     ax.set_ylim(0, 1.02)
     ax.yaxis.set_major_formatter(ticker.PercentFormatter(1.0))
     rows = group.rows(ctx.ok)
-    title = _title(rows, f"TTFT per request at {rate:g} requests/s", group)
-    decorate(ax, title, "TTFT, from scheduled arrival (ms)", "share of requests at or below")
+    title = _title(rows, f"{name} per request at {rate:g} requests/s", group)
+    decorate(ax, title, f"{name}, from scheduled arrival (ms)", "share of requests at or below")
     legend_right(ax, "series (requests)")
     missing = [s for s in series if not (requests[SERIES] == s).any()]
     note = f"No requests.csv rows for: {', '.join(missing)}" if missing else ""
@@ -230,11 +238,11 @@ def _draw_cdf(ax: Axes, values: pd.Series, name: str, palette: style.Palette) ->
                 color=palette.series_colors[name], label=f"{name} ({ordered.size})")
 
 
-def _slo_line(ax: Axes, rows: pd.DataFrame) -> None:
+def _slo_line(ax: Axes, rows: pd.DataFrame, name: str) -> None:
     targets = rows[R.slo_ttft_ms].dropna().unique()
     if len(targets) == 1:
         ax.axvline(targets[0], color="0.45", linestyle=":", linewidth=1.5, zorder=2,
-                   label=f"SLO: TTFT <= {targets[0]:g} ms")
+                   label=f"SLO: {name} <= {targets[0]:g} ms")
 
 
 ALL_STREAM_CHARTS = (latency_vs_rate, throughput_vs_rate, goodput_vs_rate, ttft_cdf, server_timeline,

@@ -30,7 +30,8 @@ def stream_lines(rows: pd.DataFrame) -> List[str]:
              "targets; the columns after it are the figures at that rate. Latencies run from each request's "
              "scheduled arrival.", ""]
     for group in selections.stream_groups(rows):
-        lines += [f"### {group.text[0].upper()}{group.text[1:]}", "", *stream_table(group.rows(rows)), ""]
+        table = pooled_table(group.rows(rows)) if group.pools else stream_table(group.rows(rows))
+        lines += [f"### {group.text[0].upper()}{group.text[1:]}", "", *table, ""]
     lines += slip_warnings(rows)
     lines += static_vs_continuous(rows)
     lines += prefix_caching_lines(rows)
@@ -49,6 +50,29 @@ def stream_table(group: pd.DataFrame) -> List[str]:
         else:
             cells += [rate_text(best[R.request_rate], "{:g}"), fmt(best[R.ttft_ms_p50]), fmt(best[R.ttft_ms_p99]),
                       fmt(best[R.tpot_ms_p50]), fmt(best[R.e2e_ms_p99]), fmt(best[R.goodput])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+POOLED_HEADER = ("| series | points ok | highest sustained rate (requests/s) | inputs per request | latency p50 (ms) "
+                 "| latency p99 (ms) | inputs/s | input tokens/s | goodput (requests/s) |")
+
+
+def pooled_table(group: pd.DataFrame) -> List[str]:
+    """Embeddings and rerank: an answer comes whole, so latency (the SLO's ttft_ms bounds it) and what they take in
+    per second are their figures (docs/measurement.md, "Embeddings and rerank")."""
+    lines = data.table_head(POOLED_HEADER, 1)
+    for series in data.series_order(group):
+        of_series = group[group[SERIES] == series]
+        ok = (of_series[R.status] == data.PLOTTED_STATUS).sum()
+        cells = [series, f"{ok} of {len(of_series)}"]
+        best = selections.highest_sustained(of_series)
+        if best is None:
+            cells += ["none"] + ["-"] * 6
+        else:
+            cells += [rate_text(best[R.request_rate], "{:g}"), f"{float(best[R.inputs_per_request]):g}",
+                      fmt(best[R.e2e_ms_p50]), fmt(best[R.e2e_ms_p99]), fmt(best[R.inputs_per_s]),
+                      fmt(best[R.input_tokens_per_s]), fmt(best[R.goodput])]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

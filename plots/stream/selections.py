@@ -45,8 +45,17 @@ class StreamGroup:
         return f"in{self.input_length}_out{self.output_length}{cap}"
 
     @property
+    def pools(self) -> bool:
+        """Embeddings or rerank points (output length 0), whose answers come whole: latency and input throughput
+        are what they are charted by (docs/measurement.md, "Embeddings and rerank"). A sweep never mixes them with
+        points that generate (harness/config/sweep.py)."""
+        return self.output_length == 0
+
+    @property
     def text(self) -> str:
         cap = "no concurrency cap" if self.max_concurrency is None else f"max concurrency {self.max_concurrency}"
+        if self.pools:
+            return f"inputs of {self.input_length} tokens, no output (embeddings, rerank), {cap}"
         return f"input {self.input_length} / output {self.output_length} tokens, {cap}"
 
 

@@ -10,12 +10,12 @@ authority. This package imports no writer: the writers import it.
 from harness.measure.columns.base import (
     Column, MS, S, TOKENS, TOKENS_PER_S, BYTES, GBPS, TFLOPS, FLOP, REQUESTS_PER_S, SHARE, RATIO, COUNT, INDEX,
     PERCENT, WATTS, JOULES, JOULES_PER_TOKEN, KWH_PER_M_TOKENS, PRICE_PER_M_TOKENS, TEXT,
-    MHZ, CELSIUS,
+    MHZ, CELSIUS, INPUTS_PER_S,
 )
 from harness.measure.columns.page import FILES, reference_markdown
 
 # The declaration's shape and its units (for tests and readers), and the page built from the declarations.
 __all__ = ["Column", "MS", "S", "TOKENS", "TOKENS_PER_S", "BYTES", "GBPS", "TFLOPS", "FLOP", "REQUESTS_PER_S", "SHARE",
            "RATIO", "COUNT", "INDEX", "PERCENT", "WATTS", "JOULES", "JOULES_PER_TOKEN", "KWH_PER_M_TOKENS",
-           "PRICE_PER_M_TOKENS", "TEXT", "MHZ", "CELSIUS",
+           "PRICE_PER_M_TOKENS", "TEXT", "MHZ", "CELSIUS", "INPUTS_PER_S",
            "FILES", "reference_markdown"]

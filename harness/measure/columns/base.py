@@ -25,6 +25,7 @@ class Column:
     # What a cell read back may hold (columns/readback.py): a number is finite and not negative unless declared
     # otherwise; the point's key columns are whole numbers; a text column may name the words it takes.
     integer: bool = False  # a whole number of 1 or more where filled: the point's key columns
+    least: int = 1  # an integer column's smallest value: output_length is 0 for embeddings and rerank
     signed: bool = False  # may be negative: an interval's low end, a difference
     infinite: bool = False  # may be inf: a burst's offered rate
     words: Tuple[str, ...] = ()  # a text column's only values (status, scenario), empty cells aside
@@ -46,7 +47,7 @@ class Column:
             return None if cell in FLAG_WORDS[self.unit] else f"{cell!r} is not {self.kind_words()}"
         value = _number(cell, self.integer)
         if value is None or (math.isinf(value) and not self.infinite) or abs(value) >= 2**63 and self.integer or \
-                (value < (1 if self.integer else 0) and not self.signed) or (self.unit == SHARE and value > 1 and not self.beyond_one):
+                (value < (self.least if self.integer else 0) and not self.signed) or (self.unit == SHARE and value > 1 and not self.beyond_one):
             return f"{cell!r} is not {self.kind_words()}"
         return None
 
@@ -55,7 +56,7 @@ class Column:
         if self.unit in FLAG_WORDS:
             return f"one of {', '.join(FLAG_WORDS[self.unit])}"
         if self.integer:
-            return f"a whole number ({self.unit}) of 1 or more"
+            return f"a whole number ({self.unit}) of {self.least} or more"
         kind = "a number" if self.infinite else "a finite number"
         if self.unit == SHARE and not self.beyond_one:
             return f"{kind} ({self.unit}) in [0, 1]"
@@ -83,6 +84,7 @@ MULTI_TURN = contract("multi-turn-conversations-workloadmulti_turn")
 STRUCTURED = contract("structured-output-workloadjson_schema")
 TOOLS = contract("tool-calls-workloadtools")
 REASONING = contract("reasoning-tokens")
+POOLING = contract("embeddings-and-rerank")
 QUANTIZATION = contract("quantization-modelquantization")
 ACCURACY = contract("accuracy-accuracy")
 ZERO = contract("zero-inference-deepspeed_zero")
@@ -98,6 +100,7 @@ VALIDITY = contract("a-valid-gpu-point")
 # Units, spelled once so that the test's suffix rules and the page agree.
 MS, S, TOKENS, TOKENS_PER_S, BYTES = "ms", "s", "tokens", "tokens/s", "bytes"
 GBPS, TFLOPS, FLOP, REQUESTS_PER_S = "GB/s", "TFLOP/s", "FLOP", "requests/s"
+INPUTS_PER_S = "inputs/s"  # embeddings' inputs, rerank's documents
 SHARE, RATIO, COUNT, INDEX, PERCENT = "share 0-1", "ratio", "count", "index", "%"
 WATTS, JOULES, JOULES_PER_TOKEN, KWH_PER_M_TOKENS = "W", "J", "J/token", "kWh/1M tokens"
 PRICE_PER_M_TOKENS = "currency/1M tokens"  # hardware.cost_per_hour's currency, whichever it is
@@ -178,7 +181,8 @@ POINT_DECLARED = [
            "mean length of the prompts the sweep draws from; for a trace its window's longest. The real counts are "
            f"`input_tokens*`. {POINTS}", "all", integer=True),
     Column("output_length", TOKENS, "Output budget per sequence: forced unless `stop_at_eos`, else a cap; for a "
-           f"trace its window's longest. {OUTPUT_LENGTH}", "all", integer=True),
+           f"trace its window's longest; 0 for embeddings and rerank, which make no output. {OUTPUT_LENGTH}", "all",
+           integer=True, least=0),
     Column("request_rate", REQUESTS_PER_S, "Offered arrival rate: `inf` for a burst (every request at t=0); for a "
            "trace the rate its window offers; empty on a `request_rates: auto` search's result row. In a multi-turn "
            f"stream, conversations per second. {STREAMS}", "stream", infinite=True),

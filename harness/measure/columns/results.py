@@ -8,10 +8,11 @@ from harness.measure.columns.base import (
     ROOFLINE, S, SAMPLING, SHARE, SPECULATIVE, SPECULATIVE_WHERE, STREAMS, STRUCTURED, TEXT, TFLOPS, TOKENS, TOKENS_PER_S,
     UNCERTAINTY, WATTS, ZERO, HEADLINE, REASONING, KWH_PER_M_TOKENS, ci95_family, draft_counters, keyed, stats_family,
 )
-from harness.measure.columns.base import ACCURACY, CELSIUS, MHZ, PROFILE, TOOLS, VALIDITY
+from harness.measure.columns.base import ACCURACY, CELSIUS, INPUTS_PER_S, MHZ, POOLING, PROFILE, TOOLS, VALIDITY
 from harness.measure.metrics import REQUEST_STATS
 
 REASONING_WHERE = "streams from servers that stream reasoning apart"
+POOLING_WHERE = "openai entries with endpoint embeddings or rerank"
 
 
 # --- results.csv: one row per point ---------------------------------------------------------------------------
@@ -73,8 +74,8 @@ TOKENS_DECLARED = [
     Column("output_tokens_mean", TOKENS, f"Mean output tokens per sequence or completed request. {PER_POINT}",
            "all"),
     Column("output_tokens_source", TEXT, "Where the requests' output counts come from: `engine` (its token ids), "
-           "`usage` (the server's final usage), `tokenizer` (the text re-tokenized) or `chunks` (one per streamed "
-           f"chunk); joined with `+` when requests differ. {STREAMS}", "stream"),
+           "`usage` (the server's final usage), `tokenizer` (the text re-tokenized), `chunks` (one per streamed "
+           f"chunk) or `none` (embeddings, rerank); joined with `+` when requests differ. {STREAMS}", "stream"),
     Column("invalid_answer_share", SHARE, "Completed timed requests whose answer did not parse as JSON or meet "
            "`workload.json_schema`, or did not call a tool of `workload.tools` as its parameters take / completed "
            f"timed requests. {STRUCTURED} {TOOLS}", "streams with workload.json_schema or workload.tools"),
@@ -119,6 +120,13 @@ STREAM_DECLARED = (
         Column("requests_failed", COUNT, "Timed requests that failed (error, timeout, wrong token count): in "
                f"requests.csv, left out of every latency, rate and throughput. {STREAMS}", "stream"),
         Column("achieved_request_rate", REQUESTS_PER_S, f"Completed requests / `duration_s`. {STREAMS}", "stream"),
+        Column("input_tokens_per_s", TOKENS_PER_S, "Input tokens of the completed requests (as the engine or server "
+               "counted them) / `duration_s`: the prompt tokens taken in per second, what an embeddings or rerank "
+               f"server is measured by. {STREAMS}", "stream"),
+        Column("inputs_per_s", INPUTS_PER_S, "Inputs (embeddings) or documents (rerank) of the completed requests / "
+               f"`duration_s`. {POOLING}", POOLING_WHERE),
+        Column("inputs_per_request", COUNT, "Mean inputs (documents, for rerank) per completed request: the entry's "
+               f"`inputs_per_request`. {POOLING}", POOLING_WHERE),
         Column("duration_s", S, "From the stream's start (the first request's scheduled arrival) to its last token. "
                f"{STREAMS}", "stream"),
         Column("num_conversations", COUNT, f"Conversations in the stream. {MULTI_TURN}", "multi-turn streams"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.measure.columns.base import (
     ACCURACY, COUNT, Column, INDEX, JOULES, MS, MULTI_TURN, PER_BATCH, PREFIXES, RATIO, ROOFLINE, S, SHARE, STREAMS,
-    REASONING, STRUCTURED, TOOLS,
+    POOLING, REASONING, STRUCTURED, TOOLS,
     TEXT, TOKENS, draft_counters, keyed, leading,
 )
 
@@ -47,7 +47,8 @@ REQUESTS = keyed(leading("stream") + [
     Column("output_tokens", TOKENS, f"Output tokens it produced, counted as `output_tokens_source` says. {STREAMS}",
            "all"),
     Column("output_tokens_source", TEXT, "`engine` (its token ids), `usage` (the server's final usage), `tokenizer` "
-           f"(the text re-tokenized) or `chunks` (one per streamed chunk). {STREAMS}", "all"),
+           "(the text re-tokenized), `chunks` (one per streamed chunk), or `none`: an embeddings or rerank request, "
+           f"which makes no output tokens. {STREAMS}", "all"),
     Column("ttft_ms", MS, f"First token - scheduled arrival. {STREAMS}", COMPLETED),
     Column("ttft_answer_ms", MS, "The answer's first token - scheduled arrival: after the reasoning a server streams "
            f"apart from the answer. {REASONING}", "completed requests of servers that stream reasoning apart"),
@@ -73,6 +74,8 @@ REQUESTS = keyed(leading("stream") + [
     Column("reasoning_tokens", TOKENS, "Output tokens streamed as reasoning apart from the answer (the server's "
            f"count where its usage has one; part of `output_tokens`). {REASONING}",
            "servers that stream reasoning apart"),
+    Column("inputs", COUNT, "The inputs (embeddings) or documents (rerank) it carried; its answer came whole, so its "
+           f"`ttft_ms` is its `e2e_ms`. {POOLING}", "openai entries with endpoint embeddings or rerank"),
     Column("answer_valid", "0/1", "1 when its whole answer parsed as JSON and met `workload.json_schema`, or called "
            "a tool of `workload.tools` with arguments that meet its parameters; 0 when it did not (cut at its budget "
            f"included); empty for a failed request. {STRUCTURED} {TOOLS}",
