@@ -28,6 +28,7 @@ from plots.quantization.report import quantization_lines
 from plots.speculative import charts as speculative_charts
 from plots.speculative.report import spec_lines
 from plots.stream import charts as stream_charts
+from plots.stream.adapters import adapter_lines
 from plots.stream.report import stream_lines
 
 FORMATS = ("png", "svg", "pdf")
@@ -63,7 +64,8 @@ def make_report(sources: List[Path], out_dir: Path, series: Optional[List[str]] 
                              + speculative_charts.chart_jobs(ctx) + quantization_charts.chart_jobs(ctx)
                              + stream_charts.chart_jobs(ctx) + accuracy_charts.chart_jobs(ctx))
         path = out_dir / REPORT_NAME
-        path.write_text(render_markdown(table, charts, sources, where, out_dir, best.markdown_lines(table, *stated)))
+        path.write_text(render_markdown(table, charts, sources, where, out_dir, best.markdown_lines(table, *stated),
+                                        adapter_lines(ctx)))
         write_html_report(table, sources, out_dir, palette, slo_tpot_ms,  # report.html: hover, filters, sorting
                           best.html_section(table, *stated), accuracy_html(table), html_standalone)
     except OSError as e:
@@ -82,7 +84,8 @@ def check_formats(formats: Sequence[str]) -> Tuple[str, ...]:
 # -- report.md --------------------------------------------------------------------------------------------
 
 def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[Path],
-                    where: Optional[Dict[str, str]], out_dir: Path, answer: Sequence[str] = ()) -> str:
+                    where: Optional[Dict[str, str]], out_dir: Path, answer: Sequence[str] = (),
+                    adapters: Sequence[str] = ()) -> str:
     ok = data.plotted(table)
     lines = [f"# {data.unique_text(ok, R.model)} ({data.unique_text(ok, R.dtype)}){data.prompts_text(ok)}: "
              "inference benchmark", ""]
@@ -97,6 +100,7 @@ def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[
     lines += quantization_lines(table, sources)
     lines += memory_lines(table)
     lines += stream_lines(data.of_scenario(table, STREAM))
+    lines += adapters  # per LoRA adapter, from requests.csv (plots/stream/adapters.py)
     lines += spec_lines(table)
     lines += accuracy_lines(table)
     lines += validity_lines(table)

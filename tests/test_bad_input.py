@@ -14,6 +14,7 @@ from tests.conftest import run_benchmark
 
 TINY = "yamls/cpu-tiny.yaml"
 STREAM = "yamls/cpu-stream.yaml"  # backends[3]: openai
+LORA = "yamls/cpu-lora.yaml"  # backends[0]: a lora section with a grid over lora.adapters, [1]: the model alone
 EMBED = "yamls/cpu-embeddings.yaml"  # backends[0]: embeddings, [1]: rerank, each with a grid of inputs_per_request
 CHATS = ["input_lengths=null", "workload.prompts=yamls/prompts/example-chats.jsonl"]
 KNOWN = ", ".join(BACKENDS.names())
@@ -247,6 +248,48 @@ CASES = {
         "the sweep (model, prompt, messages, max_tokens, min_tokens, ignore_eos, generation_config, stream, "
         "stream_options, temperature, top_p, top_k, seed, n, input, max_output_tokens, system, store, query, "
         "documents are)"),
+    "unknown adapter mix": ([LORA, "backends.0.lora.mix=pareto"],
+                            "backends[0].lora.mix: 'pareto' is not one of uniform, zipf"),
+    "zipf exponent of a uniform mix": (
+        [LORA, "backends.0.lora.mix=uniform"],
+        "backends[0].lora.zipf_exponent: shapes mix: zipf, and mix is uniform; remove it or set mix: zipf"),
+    "zipf exponent 0": ([LORA, "backends.0.lora.zipf_exponent=0"],
+                        "backends[0].lora.zipf_exponent: must be a finite number in (0, 10], got 0"),
+    "no adapters": ([LORA, "backends.0.grid.lora.adapters=[0]"],
+                    "backends[0].grid.lora.adapters: must be an integer of adapters in [1, 256], got 0"),
+    "adapters not whole": ([LORA, "backends.0.grid.lora.adapters=[2.5]"],
+                           "backends[0].grid.lora.adapters: expected an integer, got 2.5"),
+    "lora not a section": ([LORA, "backends.0.lora=8"], "backends[0].lora: expected a mapping of keys, got 8"),
+    "adapter rank 0": ([LORA, "backends.0.lora.rank=0"],
+                       "backends[0].lora.rank: must be an integer in [1, 512], got 0"),
+    "no target modules": ([LORA, "backends.0.lora.target_modules=[]"],
+                          "backends[0].lora.target_modules: must name at least one layer, e.g. [q_proj, v_proj]"),
+    "target module twice": ([LORA, "backends.0.lora.target_modules=[q_proj,q_proj]"],
+                            "backends[0].lora.target_modules: has duplicates: ['q_proj', 'q_proj']"),
+    "target module not a name": ([LORA, "backends.0.lora.target_modules=[q.proj]"],
+                                 "backends[0].lora.target_modules[0]: 'q.proj' is not a layer's name (e.g. q_proj)"),
+    "target module the model lacks": (
+        [LORA, "backends.0.lora.target_modules=[q_proj,qkv]"], "backends[0].lora.target_modules: qkv is no linear "
+        "layer of tiny-llama (modified: vocab 3747) (its layers: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+        "down_proj, lm_head)"),
+    "adapters for a running server": (
+        [LORA, "backends.1.lora={adapters: 2}", "backends.1.command=null", "backends.1.base_url=http://127.0.0.1:9"],
+        "backends[1].lora: the adapters the harness makes are loaded by a server it starts: give command (vLLM with "
+        "--lora-modules {lora_modules}), not base_url"),
+    "adapters the command does not load": (
+        [LORA, "backends.1.lora={adapters: 2}"], "backends[1].command: must load the adapters backends[1].lora makes: "
+        "add --enable-lora --max-loras {lora_adapters} --max-lora-rank {lora_rank} --lora-modules {lora_modules} "
+        "(vLLM's flags; {lora_modules} a word of its own)"),
+    "adapters placeholder without lora": (
+        [LORA, "backends.1.command=x --port {port} --lora-modules {lora_modules}"], "backends[1].command: "
+        "{lora_modules} is filled from backends[1].lora, the adapters the harness makes; add a lora section or remove "
+        "it"),
+    "adapters on hf": ([TINY, "backends.0.lora={adapters: 2}"], "backends[0].lora: hf serves no LoRA adapters in "
+                       "the harness; openai entries whose command starts vLLM do"),
+    "adapters in conversations": (
+        [LORA, "input_lengths=null", "workload.prompts=yamls/prompts/example-conversations.jsonl",
+         "workload.multi_turn=true"], "backends[0].lora: each request names an adapter of its own, and a "
+        "conversation's turns would not share one; use single-turn prompts (workload.multi_turn: false)"),
     "speculative engine args twice": (
         [TINY, "backends.1.engine_args={speculative_config: {method: ngram}}"],
         "backends[1].engine_args.speculative_config: duplicates backends[1].speculative; set it there"),

@@ -72,9 +72,9 @@ def test_entries_beside_a_grid_keep_their_own_key(tmp_path):
     assert [k.entry for k in config.entry_keys] == ["backends[0]", "backends[0]", "backends[1]"]
 
 
-VLLM_OPTIONS = ("profile, device, tp_size, pp_size, nodes, distributed_executor_backend, ray_address, enforce_eager, "
-                "gpu_memory_utilization, kv_cache_memory_bytes, enable_prefix_caching, max_model_len, max_num_seqs, "
-                "max_num_batched_tokens, enable_chunked_prefill, kv_cache_dtype, cpu_threads_bind, "
+VLLM_OPTIONS = ("lora, profile, device, tp_size, pp_size, nodes, distributed_executor_backend, ray_address, "
+                "enforce_eager, gpu_memory_utilization, kv_cache_memory_bytes, enable_prefix_caching, max_model_len, "
+                "max_num_seqs, max_num_batched_tokens, enable_chunked_prefill, kv_cache_dtype, cpu_threads_bind, "
                 "cpu_reserved_cpus, multiprocessing, random_weights, engine_args")
 
 CASES = {

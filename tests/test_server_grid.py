@@ -54,7 +54,8 @@ def test_placeholders_and_server_args_must_match():
     check(command=GRIDDED, server_args={"gap": 0})
     cases = [
         ({"command": GRIDDED}, r"backends\[0\]\.command: \{gap\} is neither a placeholder the harness fills "
-                               r"\(\{python\}, \{port\}, \{model_dir\}, \{checkpoint_dir\}\) nor a key of "
+                               r"\(\{python\}, \{port\}, \{model_dir\}, \{checkpoint_dir\}, \{lora_modules\}, "
+                               r"\{lora_adapters\}, \{lora_rank\}\) nor a key of "
                                r"backends\[0\]\.server_args$"),
         ({"command": LOOPBACK, "server_args": {"gap": 0}},
          r"backends\[0\]\.server_args\.gap: backends\[0\]\.command has no \{gap\}, so it would have no effect"),

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from backends.base import Backend, Placement
-from backends.openai_compat import lm_eval, server_metrics
+from backends.openai_compat import lm_eval, lora, server_metrics
 from backends.openai_compat.client import ANTHROPIC_VERSION, ENDPOINTS, CompletionsClient
-from backends.openai_compat.command import arg_values, fill
+from backends.openai_compat.command import arg_values, expand, fill
 from backends.openai_compat.options import OpenAIOptions, server_root, starts_vllm
 from backends.openai_compat.prefix_cache import PrefixCacheReset
 from backends.openai_compat.process import exit_wording, log_tail, start_server, stop_group
@@ -148,7 +148,8 @@ class OpenAIBackend(Backend[OpenAIOptions]):
             self._values["{model_dir}"] = self._model_dir(tmp / "model", with_weights=False)
         if "{checkpoint_dir}" in command:
             self._values["{checkpoint_dir}"] = self._model_dir(tmp / "checkpoint", with_weights=True)
-        self.argv = [fill(word, self._values) for word in shlex.split(command)]
+        modules = lora.made_modules(self.model, self.options.lora, tmp / "adapters", self._values)
+        self.argv = expand(shlex.split(command), self._values, modules)
         self.log_path = tmp / "server.log"
         # vLLM has POST /reset_prefix_cache (emptied before each point) only in its development mode.
         env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"} if starts_vllm(command) else None
@@ -271,6 +272,7 @@ class OpenAIBackend(Backend[OpenAIOptions]):
             assert self.metrics_url is not None  # the note is None only once metrics_url answered the probe
             scraper = server_metrics.Scraper(self.metrics_url, self._auth_headers(), self.options.metrics_interval_s)
             scraper.start()
+        stream = lora.with_adapters(stream, self.options.lora)
         try:
             with paused_gc():
                 timing = self._loop.run_until_complete(self.client.serve(stream))

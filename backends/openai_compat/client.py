@@ -89,6 +89,11 @@ class CompletionsClient:
         later = stream.turns.follows if stream.turns is not None else (None,) * stream.num_requests
         return [None if follows is not None else self.request_body(stream, i) for i, follows in enumerate(later)]
 
+    def model_of(self, stream: StreamSpec, i: int) -> str:
+        """What request i names as its `model`: its LoRA adapter, which vLLM serves as a model of its own, or the
+        served model."""
+        return stream.adapters[i] if stream.adapters else self.model
+
     def request_body(self, stream: StreamSpec, i: int) -> bytes:
         """Request i's token ids (or conversation), budget, sampling and seed, plus `extra_body`. In a multi-turn
         stream, vLLM is asked for the answer's token ids too: the next turn is sent with them; so is it where the
@@ -102,7 +107,7 @@ class CompletionsClient:
         if self.continuous_usage_stats:
             stream_options["continuous_usage_stats"] = True
         max_tokens = batch.max_tokens[i]
-        body: Dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "stream": True,
+        body: Dict[str, Any] = {"model": self.model_of(stream, i), "max_tokens": max_tokens, "stream": True,
                                 "stream_options": stream_options, "temperature": s.temperature, "top_p": s.top_p}
         if self.endpoint == "chat":
             body["messages"] = [{"role": role, "content": content} for role, content in stream.chat_messages(i)]
@@ -126,8 +131,8 @@ class CompletionsClient:
         `ignore_eos`, `top_k` and `seed` here too; it has no `min_tokens` (ignore_eos alone forces the length)."""
         batch, s = stream.requests, stream.requests.sampling
         max_tokens = batch.max_tokens[i]
-        body: Dict[str, Any] = {"model": self.model, "input": [{"role": role, "content": content} for role, content
-                                                               in stream.chat_messages(i)],
+        conversation = [{"role": role, "content": content} for role, content in stream.chat_messages(i)]
+        body: Dict[str, Any] = {"model": self.model_of(stream, i), "input": conversation,
                                 "max_output_tokens": max_tokens, "stream": True, "store": False,
                                 "temperature": s.temperature, "top_p": s.top_p}
         if batch.seeds:
@@ -146,7 +151,7 @@ class CompletionsClient:
         extension either): a forced output length is only checked, as with extensions: none."""
         batch, s = stream.requests, stream.requests.sampling
         turns = stream.chat_messages(i)
-        body: Dict[str, Any] = {"model": self.model, "max_tokens": batch.max_tokens[i], "stream": True,
+        body: Dict[str, Any] = {"model": self.model_of(stream, i), "max_tokens": batch.max_tokens[i], "stream": True,
                                 "messages": [{"role": role, "content": content} for role, content in turns
                                              if role != "system"],
                                 "temperature": s.temperature, "top_p": s.top_p}
@@ -281,7 +286,9 @@ class CompletionsClient:
                          token_ids=tuple(ids) if len(ids) == output_tokens else None,
                          input_tokens=reading.usage_input_tokens, output_tokens_source=source,
                          cached_tokens=reading.usage_cached_tokens, text=text, answer_valid=valid,
-                         reasoning_tokens=reading.reasoning_tokens, first_answer_token_s=answer_s)
+                         reasoning_tokens=reading.reasoning_tokens,
+                         # the answer's first token apart from the first token: only after streamed reasoning
+                         first_answer_token_s=answer_s if reading.reasoning_tokens is not None else None)
 
 
 async def sse_data(content) -> AsyncGenerator[bytes, None]:

@@ -1,6 +1,7 @@
 """The `openai` backend's server command: its `{NAME}` placeholders, checked when the config is read and filled when
-the server starts. Built-in ones are the harness's (`{python}`, `{port}`, `{model_dir}`, `{checkpoint_dir}`); any
-other is a key of `server_args`, so that a grid over `server_args.KEY` starts one server per value."""
+the server starts. Built-in ones are the harness's (`{python}`, `{port}`, `{model_dir}`, `{checkpoint_dir}`, and
+with a `lora` section `{lora_modules}`, `{lora_adapters}`, `{lora_rank}`); any other is a key of `server_args`, so
+that a grid over `server_args.KEY` starts one server per value."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from typing import Any, Dict, List
 from harness.config.grid import show
 from harness.errors import UserError
 
-BUILT_IN = ("python", "port", "model_dir", "checkpoint_dir")
+BUILT_IN = ("python", "port", "model_dir", "checkpoint_dir", "lora_modules", "lora_adapters", "lora_rank")
+# Filled from the entry's `lora` section: the adapters the harness made, as `name=path` words (vLLM's --lora-modules
+# takes them after one flag), how many, and their rank.
+LORA_PLACEHOLDERS = ("{lora_modules}", "{lora_adapters}", "{lora_rank}")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 NEAR_PLACEHOLDER = re.compile(r"\{[\w.\-]+\}")  # what reads as one: a word in braces
 
@@ -45,6 +49,29 @@ def check_server_args(key: str, command: str, server_args: Dict[str, Any]) -> No
 def arg_values(server_args: Dict[str, Any]) -> Dict[str, str]:
     """server_args as placeholder -> text, each value written as YAML writes it (`true`, `16`, `fp8`)."""
     return {f"{{{name}}}": show(value) for name, value in server_args.items()}
+
+
+def check_lora(key: str, command: str, lora: Any) -> None:
+    """A `lora` section needs a command that loads what the harness makes ({lora_modules} as a word of its own); its
+    placeholders need the section."""
+    words = command.split()
+    if lora is None:
+        used = next((p for p in LORA_PLACEHOLDERS if p in command), None)
+        if used is not None:
+            raise UserError(f"{key}.command: {used} is filled from {key}.lora, the adapters the harness makes; add a "
+                            "lora section or remove it")
+    elif "{lora_modules}" not in words:
+        raise UserError(f"{key}.command: must load the adapters {key}.lora makes: add --enable-lora --max-loras "
+                        "{lora_adapters} --max-lora-rank {lora_rank} --lora-modules {lora_modules} (vLLM's flags; "
+                        "{lora_modules} a word of its own)")
+
+
+def expand(words: List[str], values: Dict[str, str], lora_modules: List[str]) -> List[str]:
+    """The command's words with every placeholder filled; a {lora_modules} word becomes one word per adapter."""
+    out: List[str] = []
+    for word in words:
+        out.extend(lora_modules if word == "{lora_modules}" else [fill(word, values)])
+    return out
 
 
 def fill(word: str, values: Dict[str, str]) -> str:

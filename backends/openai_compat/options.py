@@ -19,7 +19,7 @@ from backends.openai_compat.client import (
     SCHEMA_FIELDS,
     TOOL_FIELDS,
 )
-from backends.openai_compat.command import check_server_args
+from backends.openai_compat.command import check_lora, check_server_args
 from backends.openai_compat.pooling import MAX_INPUTS_PER_REQUEST, POOLING_ENDPOINTS
 from harness.errors import UserError
 from harness.fields import WEEK_S, opt
@@ -37,7 +37,9 @@ class OpenAIOptions(BackendOptions):
         "127.0.0.1, required), {model_dir} (a folder with the sweep's resolved config.json and the model's "
         "tokenizer files, for servers that make dummy weights: vLLM, SGLang), {checkpoint_dir} (the same plus the "
         "harness's random weights as model.safetensors, for servers that load files: transformers serve, TGI); "
-        "with pretrained weights both are the model's own name_or_path. Any other {NAME} is a key of server_args."
+        "with pretrained weights both are the model's own name_or_path; with a lora section {lora_modules} (the "
+        "adapters it makes, as name=path words), {lora_adapters} and {lora_rank}. Any other {NAME} is a key of "
+        "server_args."
     )
     server_args: Dict[str, Any] = opt(
         factory=dict, help="With command: values the command takes as placeholders {NAME}, each written as YAML "
@@ -124,6 +126,7 @@ class OpenAIOptions(BackendOptions):
             if "{port}" not in self.command:
                 raise UserError(f"{key}.command: must contain {{port}}, the port the harness picks and sends to")
             check_server_args(key, self.command, self.server_args)
+            check_lora(key, self.command, self.lora)
         elif self.server_args:
             raise UserError(f"{key}.server_args: fills placeholders of {key}.command; a running server (base_url) "
                             "takes none")
@@ -149,12 +152,23 @@ class OpenAIOptions(BackendOptions):
                 raise UserError(f"{key}.extra_body.{field_name}: set by the harness from the sweep "
                                 f"({', '.join(HARNESS_FIELDS)} are)")
 
+    def cannot_serve_lora(self) -> Optional[str]:
+        if self.pools:
+            return f"endpoint {self.endpoint} requests name no adapter here; use endpoint completions or chat"
+        if self.command is None:
+            return ("the adapters the harness makes are loaded by a server it starts: give command (vLLM with "
+                    "--lora-modules {lora_modules}), not base_url")
+        return None
+
     @property
     def pools(self) -> bool:
         """Embeddings or rerank: answers that come whole, with no output tokens (pooling.py)."""
         return self.endpoint in POOLING_ENDPOINTS
 
     def validate_workload(self, key: str, workload) -> None:
+        if self.lora is not None and getattr(workload, "multi_turn", False):
+            raise UserError(f"{key}.lora: each request names an adapter of its own, and a conversation's turns would "
+                            "not share one; use single-turn prompts (workload.multi_turn: false)")
         if self.pools and getattr(workload, "multi_turn", False):
             raise UserError(f"{key}.endpoint: {self.endpoint} answers have no text a conversation's next turn could "
                             "follow; use single-turn prompts (workload.multi_turn: false)")

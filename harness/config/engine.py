@@ -12,6 +12,45 @@ from harness.errors import UserError
 from harness.fields import opt
 
 
+LORA_MIXES = ("uniform", "zipf")
+MAX_ADAPTERS = 256  # each a file set on disk and a slot the server may hold
+
+
+@dataclass
+class LoraConfig:
+    """LoRA adapters made here for the sweep's model, served beside it, each request naming one drawn from `mix`
+    (docs/measurement.md, "LoRA adapters")."""
+
+    adapters: int = opt(4, ge=1, le=MAX_ADAPTERS, unit="adapters", help="How many adapters are made (random "
+                        "weights, PEFT's format) and served; requests name them lora-0, lora-1, ...")
+    rank: int = opt(8, ge=1, le=512, unit="", help="Each adapter's rank r (vLLM: at most --max-lora-rank).")
+    target_modules: List[str] = opt(factory=lambda: ["q_proj", "v_proj"], help="The linear layers each adapter "
+                                    "changes, by their last name in the model (q_proj, k_proj, v_proj, o_proj, "
+                                    "gate_proj, up_proj, down_proj for Llama).")
+    mix: str = opt("uniform", help="Which adapter each request names: uniform (each alike) | zipf (adapter k with "
+                   "weight 1 / (k+1)^zipf_exponent, a few hot and a long tail, as SGLang's benchmark draws them).")
+    zipf_exponent: Optional[float] = opt(None, gt=0, le=10, help="With mix: zipf, its exponent (default 1.0); "
+                                         "higher: more of the requests on the first adapters.")
+    seed: int = opt(0, ge=0, le=2**31 - 1, help="Seeds the adapters' weights and the requests' draws.")
+
+    def validate(self, key: str) -> None:
+        if self.mix not in LORA_MIXES:
+            raise UserError(f"{key}.mix: {self.mix!r} is not one of {', '.join(LORA_MIXES)}")
+        if self.zipf_exponent is not None and self.mix != "zipf":
+            raise UserError(f"{key}.zipf_exponent: shapes mix: zipf, and mix is {self.mix}; remove it or set mix: zipf")
+        if not self.target_modules:
+            raise UserError(f"{key}.target_modules: must name at least one layer, e.g. [q_proj, v_proj]")
+        for i, name in enumerate(self.target_modules):
+            if not isinstance(name, str) or not name.isidentifier():
+                raise UserError(f"{key}.target_modules[{i}]: {name!r} is not a layer's name (e.g. q_proj)")
+        if len(set(self.target_modules)) != len(self.target_modules):
+            raise UserError(f"{key}.target_modules: has duplicates: {self.target_modules}")
+
+    @property
+    def exponent(self) -> float:
+        return 1.0 if self.zipf_exponent is None else self.zipf_exponent
+
+
 @dataclass
 class BackendOptions:
     """Keys every backend entry accepts; each backend subclasses this with its own typed options."""
@@ -31,6 +70,10 @@ class BackendOptions:
     )
     grid_values: Dict[str, Any] = opt(factory=dict, help="Set from `grid`: the values this entry's combination "
                                       "varies (the grid_options column).")
+    lora: Optional[LoraConfig] = opt(
+        None, help="LoRA adapters made here and served beside the model, each request naming one (adapters, rank, "
+        "target_modules, mix, zipf_exponent, seed); a grid over lora.adapters or lora.zipf_exponent makes them "
+        "sweep axes. openai entries whose command starts vLLM with {lora_modules}.")
     profile: bool = opt(False, help="After each batch point's timed batches, one more batch of the same shape, "
                         "untimed, under the engine's profiler: its Chrome trace in the results folder's profiles/ "
                         "(results.csv: profile_trace). Engines without a profiler here refuse it.")
@@ -47,6 +90,10 @@ class BackendOptions:
     # Whether the engine asks for answers held to workload.json_schema (or calling workload.tools) and checks them
     # (the openai backend does).
     holds_answers_to_a_schema: ClassVar[bool] = False
+
+    def cannot_serve_lora(self) -> Optional[str]:
+        """Why this entry cannot serve `lora` adapters (the config is refused, naming the key), or None."""
+        return f"{self.name} serves no LoRA adapters in the harness; openai entries whose command starts vLLM do"
 
     @property
     def pools(self) -> bool:

@@ -82,7 +82,7 @@ def _checked(entry: Dict[str, Any], key: str, backends: "Registry", allow_large:
     options = backends.class_of(entry, key).Options
     fields = [f.name for f in dataclasses.fields(options) if f.name not in NOT_GRIDDED]
     hints = typing.get_type_hints(options)
-    mappings = [name for name in fields if typing.get_origin(hints[name]) is dict]
+    mappings = [name for name in fields if typing.get_origin(hints[name]) is dict or _section(hints[name])]
     for path, values in grid.items():
         where = f"{key}.grid.{path}"
         top = path.split(".")[0]
@@ -92,6 +92,8 @@ def _checked(entry: Dict[str, Any], key: str, backends: "Registry", allow_large:
         if "." in path and top not in mappings:
             raise UserError(f"{where}: {top} is not a mapping option, so it has no key {path.split('.', 1)[1]!r} "
                             f"(mapping options: {', '.join(mappings) or 'none'})")
+        if "." in path and entry.get(top) is not None and not isinstance(entry[top], dict):
+            raise UserError(f"{key}.{top}: expected a mapping of keys, got {entry[top]!r}")
         if top in NOT_GRIDDED:
             raise UserError(f"{where}: not gridded (speculative and model.quantization take lists of their own; name "
                             "and label name the entry)")
@@ -115,6 +117,13 @@ def _checked(entry: Dict[str, Any], key: str, backends: "Registry", allow_large:
         for value in values:
             _check_value(entry, key, backends, {**{p: v[0] for p, v in grid.items()}, path: value})
     return grid
+
+
+def _section(hint: Any) -> bool:
+    """Whether an option is a section of keys of its own (`lora`), Optional or not: a grid may vary its keys."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_origin(hint) is typing.Union \
+        else [hint]
+    return len(args) == 1 and dataclasses.is_dataclass(args[0])
 
 
 def _flat(grid: Dict[Any, Any], prefix: str = "") -> Dict[str, Any]:

@@ -304,6 +304,11 @@ def _validate_backends(config: SweepConfig) -> None:
                                 "every answer")
         entry.validate_workload(key, config.workload)
         _validate_profile(entry, key, config.scenario)
+        if entry.lora is not None:
+            why = entry.cannot_serve_lora()
+            if why is not None:
+                raise UserError(f"{key}.lora: {why}")
+            entry.lora.validate(f"{key}.lora")
         if entry.speculative is not None:
             entry.speculative.validate(spec_key(config, i))
 

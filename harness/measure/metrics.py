@@ -242,6 +242,9 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
         out["reasoning_tokens_mean"] = float(np.mean(reasoning))
         out.update(describe([f.ttft_answer_ms for f in figures if f.ttft_answer_ms is not None], "ttft_answer_ms",
                             REQUEST_STATS))
+    adapters = {r.adapter for r in requests if r.adapter is not None}
+    if adapters:  # LoRA: per adapter, the report reads requests.csv (docs/measurement.md, "LoRA adapters")
+        out["lora_adapters"] = len(adapters)
     if any(r.turn is not None for r in timing.requests):
         out["num_conversations"] = sum(r.turn == 1 for r in timing.requests)
     return out

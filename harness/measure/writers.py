@@ -56,7 +56,7 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
                "output_tokens_source": r.output_tokens_source, "met_slo": 0, "error": r.error,
                # a multi-turn request's prompt is its conversation so far: what it is sent with
                "conversation": r.conversation, "turn": r.turn, "reasoning_tokens": r.reasoning_tokens,
-               "inputs": r.inputs,
+               "inputs": r.inputs, "adapter": r.adapter,
                "context_tokens": r.input_tokens if r.turn is not None else None,
                "answer_valid": None if r.answer_valid is None else int(r.answer_valid)}  # 0/1, as met_slo
         if r.ok:

@@ -40,6 +40,10 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry[EngineC
     plans = []
     for i, options in enumerate(config.backends):
         cls = backends.get(options.name, f"{entry_key(config, i)}.name")
+        if options.lora is not None:  # the layers it names are the model's: refused here, before any server starts
+            from harness.model.adapters import lora_layers
+
+            lora_layers(model, options.lora, f"{entry_key(config, i)}.lora")
         placement = cls.resolve_placement(options)
         loaded = model.loaded_as(options.quantization, placement.device)  # what its estimates and roofline use
         missing = cls.unsupported(options, config.scenario, model) or missing_devices(placement)

@@ -52,7 +52,8 @@ class StreamSpec:
     their clocks running. `turns`: the conversations, in a multi-turn stream; `drive` builds each later turn's prompt
     as its turn before ends (`prompt_ids`, `chat_messages` are what an engine sends). `release`: how `drive` waits
     for each request's time (`stream.release`: harness/scenarios/release.py's POLICIES). `answer_ids`: the caller
-    reads each answer's token ids (accuracy scoring), so a server that can hand them back is asked to."""
+    reads each answer's token ids (accuracy scoring), so a server that can hand them back is asked to. `adapters`:
+    the LoRA adapter each request names (harness/scenarios/adapter_mix.py); () for the model alone."""
 
     requests: BatchSpec
     arrivals_s: Tuple[float, ...]
@@ -60,11 +61,13 @@ class StreamSpec:
     turns: Optional[Turns] = None
     release: str = DEFAULT_POLICY
     answer_ids: bool = False
+    adapters: Tuple[str, ...] = ()
     _built_ids: Dict[int, List[int]] = field(default_factory=dict, compare=False, repr=False)
     _built_messages: Dict[int, Tuple[Tuple[str, str], ...]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
         assert len(self.arrivals_s) == self.requests.batch_size, "one arrival per request"
+        assert not self.adapters or len(self.adapters) == self.requests.batch_size, "one adapter per request"
 
     @property
     def num_requests(self) -> int:
@@ -120,6 +123,7 @@ class RequestTiming:
     `first_answer_token_s`: the answer's first token, after the reasoning (None without one).
     `inputs`: the inputs an embeddings or rerank request carried (its documents, for rerank), whose answer comes
     whole: its first and last "token" are the answer's arrival and it has no output tokens (None: it generated).
+    `adapter`: the LoRA adapter it named (None: the model alone).
     """
 
     index: int
@@ -142,6 +146,7 @@ class RequestTiming:
     reasoning_tokens: Optional[int] = None
     first_answer_token_s: Optional[float] = None
     inputs: Optional[int] = None
+    adapter: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -249,6 +254,7 @@ async def _drive(stream: StreamSpec, submit: Submit, clock: ReleaseClock) -> Str
 
     async def one(index: int, scheduled_s: float, dispatched_s: float) -> Tuple[RequestTiming, Optional[Submitted]]:
         conv, turn = (None, None) if turns is None else (turns.conversation[index], turns.turn[index])
+        adapter = stream.adapters[index] if stream.adapters else None
         if slots is not None:
             await slots.acquire()
         sent_s = time.perf_counter()
@@ -257,7 +263,7 @@ async def _drive(stream: StreamSpec, submit: Submit, clock: ReleaseClock) -> Str
         except Exception as e:  # noqa: BLE001 - any engine or transport failure is this request's error
             return RequestTiming(index, scheduled_s, dispatched_s, sent_s, input_tokens=_prompt_length(stream, index),
                                  error=f"{type(e).__name__}: {' '.join(str(e).split())}"[:300],
-                                 conversation=conv, turn=turn), None
+                                 conversation=conv, turn=turn, adapter=adapter), None
         finally:
             if slots is not None:
                 slots.release()
@@ -267,7 +273,8 @@ async def _drive(stream: StreamSpec, submit: Submit, clock: ReleaseClock) -> Str
                              token_ids=got.token_ids, output_tokens_source=got.output_tokens_source,
                              cached_tokens=got.cached_tokens, conversation=conv, turn=turn,
                              answer_valid=got.answer_valid, reasoning_tokens=got.reasoning_tokens,
-                             first_answer_token_s=got.first_answer_token_s, inputs=got.inputs), got
+                             first_answer_token_s=got.first_answer_token_s, inputs=got.inputs,
+                             adapter=adapter), got
 
     async def conversation(index: int, scheduled_s: float, dispatched_s: float) -> List[RequestTiming]:
         timings = []

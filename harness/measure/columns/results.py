@@ -8,7 +8,9 @@ from harness.measure.columns.base import (
     ROOFLINE, S, SAMPLING, SHARE, SPECULATIVE, SPECULATIVE_WHERE, STREAMS, STRUCTURED, TEXT, TFLOPS, TOKENS, TOKENS_PER_S,
     UNCERTAINTY, WATTS, ZERO, HEADLINE, REASONING, KWH_PER_M_TOKENS, ci95_family, draft_counters, keyed, stats_family,
 )
-from harness.measure.columns.base import ACCURACY, CELSIUS, INPUTS_PER_S, MHZ, POOLING, PROFILE, TOOLS, VALIDITY
+from harness.measure.columns.base import (
+    ACCURACY, CELSIUS, INPUTS_PER_S, LORA, MHZ, POOLING, PROFILE, TOOLS, VALIDITY,
+)
 from harness.measure.metrics import REQUEST_STATS
 
 REASONING_WHERE = "streams from servers that stream reasoning apart"
@@ -125,6 +127,8 @@ STREAM_DECLARED = (
                f"server is measured by. {STREAMS}", "stream"),
         Column("inputs_per_s", INPUTS_PER_S, "Inputs (embeddings) or documents (rerank) of the completed requests / "
                f"`duration_s`. {POOLING}", POOLING_WHERE),
+        Column("lora_adapters", COUNT, "Distinct LoRA adapters the completed requests named (the entry's "
+               f"`lora.adapters`, where the stream drew each). {LORA}", "entries with a lora section"),
         Column("inputs_per_request", COUNT, "Mean inputs (documents, for rerank) per completed request: the entry's "
                f"`inputs_per_request`. {POOLING}", POOLING_WHERE),
         Column("duration_s", S, "From the stream's start (the first request's scheduled arrival) to its last token. "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.measure.columns.base import (
     ACCURACY, COUNT, Column, INDEX, JOULES, MS, MULTI_TURN, PER_BATCH, PREFIXES, RATIO, ROOFLINE, S, SHARE, STREAMS,
-    POOLING, REASONING, STRUCTURED, TOOLS,
+    LORA, POOLING, REASONING, STRUCTURED, TOOLS,
     TEXT, TOKENS, draft_counters, keyed, leading,
 )
 
@@ -76,6 +76,8 @@ REQUESTS = keyed(leading("stream") + [
            "servers that stream reasoning apart"),
     Column("inputs", COUNT, "The inputs (embeddings) or documents (rerank) it carried; its answer came whole, so its "
            f"`ttft_ms` is its `e2e_ms`. {POOLING}", "openai entries with endpoint embeddings or rerank"),
+    Column("adapter", TEXT, f"The LoRA adapter it named (`lora-0`, ...), drawn from the entry's `lora.mix`. {LORA}",
+           "entries with a lora section"),
     Column("answer_valid", "0/1", "1 when its whole answer parsed as JSON and met `workload.json_schema`, or called "
            "a tool of `workload.tools` with arguments that meet its parameters; 0 when it did not (cut at its budget "
            f"included); empty for a failed request. {STRUCTURED} {TOOLS}",

@@ -1,0 +1,34 @@
+"""Which LoRA adapter each request of a stream names (docs/measurement.md, "LoRA adapters"): drawn from a mix,
+seeded, so every engine and every rate of a sweep is offered the same sequence of adapters.
+
+`uniform`: each adapter alike. `zipf`: adapter k (0-based) with weight 1 / (k+1)^s over the N adapters, a finite
+Zipf law as SGLang's LoRA benchmark draws it: a few hot adapters and a long tail, the mix a server that holds fewer
+adapters than it serves (vLLM's --max-loras) must swap under.
+"""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+import numpy as np
+
+
+def adapter_name(index: int) -> str:
+    """What a request names as its `model` to be served with adapter `index` (vLLM serves each as a model)."""
+    return f"lora-{index}"
+
+
+def mix_weights(adapters: int, mix: str, exponent: float = 1.0) -> np.ndarray:
+    """Each adapter's probability of being named, summing to 1."""
+    if mix == "uniform":
+        return np.full(adapters, 1.0 / adapters)
+    if mix == "zipf":
+        weights = 1.0 / np.arange(1, adapters + 1, dtype=float) ** exponent
+        return weights / weights.sum()
+    raise ValueError(f"unknown mix {mix!r}")
+
+
+def draw_adapters(num_requests: int, adapters: int, mix: str, exponent: float, seed: int) -> Tuple[int, ...]:
+    """The adapter each of `num_requests` requests names, in arrival order: the same for the same arguments."""
+    rng = np.random.default_rng([seed, adapters, num_requests])
+    return tuple(int(i) for i in rng.choice(adapters, size=num_requests, p=mix_weights(adapters, mix, exponent)))
