@@ -285,7 +285,9 @@ CASES = {
         "{lora_modules} is filled from backends[1].lora, the adapters the harness makes; add a lora section or remove "
         "it"),
     "adapters on hf": ([TINY, "backends.0.lora={adapters: 2}"], "backends[0].lora: hf serves no LoRA adapters in "
-                       "the harness; openai entries whose command starts vLLM do"),
+                       "the harness; vllm and openai entries (a command that starts vLLM) do"),
+    "adapters in static batches": ([TINY, "backends.1.lora={adapters: 2}"], "backends[1].lora: each request names an "
+                                   "adapter drawn from the mix in a stream; scenario: batch runs without adapters"),
     "adapters in conversations": (
         [LORA, "input_lengths=null", "workload.prompts=yamls/prompts/example-conversations.jsonl",
          "workload.multi_turn=true"], "backends[0].lora: each request names an adapter of its own, and a "

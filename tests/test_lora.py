@@ -9,13 +9,13 @@ import pytest
 from safetensors import safe_open
 
 from backends.openai_compat.command import expand
-from backends.openai_compat.lora import made_modules, with_adapters
+from backends.openai_compat.lora import made_modules
 from harness.config.engine import LoraConfig
 from harness.config.sections import ModelConfig
 from harness.errors import UserError
 from harness.model.adapters import lora_layers, write_adapters
 from harness.model.spec import resolve_model
-from harness.scenarios.adapter_mix import draw_adapters, mix_weights
+from harness.scenarios.adapter_mix import draw_adapters, mix_weights, with_adapters
 from harness.scenarios.batch import BatchSpec
 from harness.scenarios.stream import StreamSpec
 

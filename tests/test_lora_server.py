@@ -1,7 +1,6 @@
-"""Many LoRA adapters behind one real vLLM server on 127.0.0.1 (tiny-llama, dummy weights, 4 adapters the harness
-makes, a Zipf mix), started and stopped by the harness through benchmark.py: every request names its adapter and
-the server answers it; requests.csv, results.csv and the report split the point by adapter
-(docs/measurement.md, "LoRA adapters")."""
+"""Many LoRA adapters behind one real vLLM server on 127.0.0.1 and in vLLM in process (tiny-llama, dummy weights, 4
+adapters the harness makes, a Zipf mix), through benchmark.py: every request names its adapter and the engine serves
+it; requests.csv, results.csv and the report split each point by adapter (docs/measurement.md, "LoRA adapters")."""
 
 import csv
 from collections import Counter
@@ -17,14 +16,16 @@ NUM_REQUESTS = 16
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    """yamls/cpu-lora.yaml's entry with 4 adapters (the model in the engine core's process: a faster start), one
-    rate: the output folder and the run."""
+    """yamls/cpu-lora.yaml's entry with 4 adapters and vLLM in process with the same section (each with the model in
+    the engine core's process: a faster start), one rate: the output folder and the run."""
     config = yaml.safe_load((REPO / "yamls" / "cpu-lora.yaml").read_text())
     entry = config["backends"][0]
     entry.pop("grid")
     entry["lora"]["adapters"] = 4
     entry["command"] = "env VLLM_ENABLE_V1_MULTIPROCESSING=0 " + entry["command"]
-    config["backends"] = [entry]
+    in_process = {"name": "vllm", "label": "vllm-in-process", "enforce_eager": True, "multiprocessing": False,
+                  "kv_cache_memory_bytes": 268435456, "lora": entry["lora"]}
+    config["backends"] = [entry, in_process]
     config["stream"].update(request_rates=[4], num_requests=NUM_REQUESTS, num_warmup_requests=1)
     folder = tmp_path_factory.mktemp("lora")
     path = folder / "lora.yaml"
@@ -37,15 +38,17 @@ def sweep(tmp_path_factory):
 @pytest.mark.engine
 def test_every_request_named_its_adapter_from_the_mix_and_was_served(sweep):
     out, config = sweep
-    (row,) = csv.DictReader(open(out / "results.csv"))
-    assert row["status"] == "ok" and row["requests_failed"] == "0" and row["lora_adapters"] == "4"
-    requests = list(csv.DictReader(open(out / "requests.csv")))
+    results = list(csv.DictReader(open(out / "results.csv")))
+    assert [r["backend"] for r in results] == ["vllm-lora", "vllm-in-process"]
+    for row in results:
+        assert row["status"] == "ok" and row["requests_failed"] == "0" and row["lora_adapters"] == "4", row
     lora = config["backends"][0]["lora"]
-    drawn = draw_adapters(NUM_REQUESTS, 4, "zipf", lora["zipf_exponent"], 0)
-    assert [r["adapter"] for r in requests] == [f"lora-{k}" for k in drawn]  # as drawn, in arrival order
-    assert all(r["error"] == "" and r["output_tokens"] == "16" for r in requests)
-    counts = Counter(r["adapter"] for r in requests)
-    assert counts.most_common(1)[0][0] == "lora-0"  # the Zipf law's hot adapter
+    drawn = [f"lora-{k}" for k in draw_adapters(NUM_REQUESTS, 4, "zipf", lora["zipf_exponent"], 0)]
+    for label in ("vllm-lora", "vllm-in-process"):
+        requests = [r for r in csv.DictReader(open(out / "requests.csv")) if r["backend"] == label]
+        assert [r["adapter"] for r in requests] == drawn  # as drawn, in arrival order: both offered the same
+        assert all(r["error"] == "" and r["output_tokens"] == "16" for r in requests)
+    assert Counter(drawn).most_common(1)[0][0] == "lora-0"  # the Zipf law's hot adapter
 
 
 @pytest.mark.engine
@@ -53,9 +56,12 @@ def test_the_report_splits_the_point_by_adapter(sweep):
     out, _ = sweep
     report = (out / "plots" / "report.md").read_text()
     section = report.split("## LoRA adapters", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| lora-") or line.startswith("| all ")]
-    named = Counter(r["adapter"] for r in csv.DictReader(open(out / "requests.csv")))
-    listed = [(r.split(" | ")[0][2:], int(r.split(" | ")[1])) for r in rows]
-    # one row per adapter, most requests first, then all of them
-    assert sorted(listed[:-1]) == sorted(named.items()) and listed[-1] == ("all", NUM_REQUESTS)
-    assert [n for _, n in listed[:-1]] == sorted(named.values(), reverse=True)
+    tables = section.split("\n### ")[1:]
+    assert [t.split(",")[0] for t in tables] == ["vllm-lora", "vllm-in-process"]
+    named = Counter(r["adapter"] for r in csv.DictReader(open(out / "requests.csv")) if r["backend"] == "vllm-lora")
+    for table in tables:
+        rows = [line for line in table.splitlines() if line.startswith("| lora-") or line.startswith("| all ")]
+        listed = [(r.split(" | ")[0][2:], int(r.split(" | ")[1])) for r in rows]
+        # one row per adapter, most requests first, then all of them
+        assert sorted(listed[:-1]) == sorted(named.items()) and listed[-1] == ("all", NUM_REQUESTS)
+        assert [n for _, n in listed[:-1]] == sorted(named.values(), reverse=True)

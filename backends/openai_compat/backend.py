@@ -41,6 +41,7 @@ from harness.model.memory import MemoryEstimate
 from harness.model.tokenizer import load_tokenizer, tokenizer_source
 from harness.run.process_group import free_port
 from harness.scenarios.accuracy import LmEvalTasks
+from harness.scenarios.adapter_mix import with_adapters
 from harness.scenarios.stream import StreamSpec, StreamTiming, paused_gc
 
 POLL_S = 0.25
@@ -272,7 +273,7 @@ class OpenAIBackend(Backend[OpenAIOptions]):
             assert self.metrics_url is not None  # the note is None only once metrics_url answered the probe
             scraper = server_metrics.Scraper(self.metrics_url, self._auth_headers(), self.options.metrics_interval_s)
             scraper.start()
-        stream = lora.with_adapters(stream, self.options.lora)
+        stream = with_adapters(stream, self.options.lora)  # each request names its adapter, drawn from the mix
         try:
             with paused_gc():
                 timing = self._loop.run_until_complete(self.client.serve(stream))

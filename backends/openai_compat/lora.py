@@ -1,16 +1,15 @@
 """LoRA adapters behind a server the `openai` backend starts (docs/measurement.md, "LoRA adapters"): the adapters
-made for the entry's `lora` section, handed to vLLM as --lora-modules words, and the adapter each request names."""
+made for the entry's `lora` section, handed to vLLM as --lora-modules words (each request's is drawn by
+harness/scenarios/adapter_mix.py's with_adapters)."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from harness.config.engine import LoraConfig
 from harness.model.spec import ModelSpec
-from harness.scenarios.adapter_mix import adapter_name, draw_adapters
-from harness.scenarios.stream import StreamSpec
+from harness.scenarios.adapter_mix import adapter_name
 
 
 def made_modules(model: ModelSpec, lora: Optional[LoraConfig], folder: Path, values: Dict[str, str]) -> List[str]:
@@ -23,11 +22,3 @@ def made_modules(model: ModelSpec, lora: Optional[LoraConfig], folder: Path, val
     values.update({"{lora_adapters}": str(lora.adapters), "{lora_rank}": str(lora.rank)})
     names = [adapter_name(i) for i in range(lora.adapters)]
     return [f"{name}={path}" for name, path in write_adapters(model, lora, folder, names)]
-
-
-def with_adapters(stream: StreamSpec, lora: Optional[LoraConfig]) -> StreamSpec:
-    """The stream with the adapter each request names, drawn from the mix; as it was without a lora section."""
-    if lora is None:
-        return stream
-    drawn = draw_adapters(stream.num_requests, lora.adapters, lora.mix, lora.exponent, lora.seed)
-    return dataclasses.replace(stream, adapters=tuple(adapter_name(i) for i in drawn))

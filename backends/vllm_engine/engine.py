@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from backends.base import Backend, Placement, resolve_device
+import backends.vllm_engine.lora as vllm_lora
 import backends.vllm_engine.quantization as vllm_quantization
 from backends.vllm_engine.architectures import removed_architecture
 from backends.vllm_engine.limits import heads_unsplit, options_bound
@@ -28,6 +29,7 @@ from harness.model.drafts import draft_model
 from harness.model.memory import MemoryEstimate, estimate_point, kv_cache_bytes
 from harness.model.spec import TORCH_DTYPES, ModelSpec
 from harness.plan.points import SweepPoint, SweepShape
+from harness.scenarios.adapter_mix import with_adapters
 from harness.scenarios.batch import BatchSpec, BatchTiming, LogitsProbe
 from harness.scenarios.stream import StreamSpec, StreamTiming
 
@@ -125,6 +127,7 @@ class VLLMBackend(Backend[VLLMOptions]):
 
     def load(self) -> None:
         self._check_same_clock()
+        self.adapters = vllm_lora.Adapters(self.model, self.options.lora) if self.options.lora else None
         if self.shape.scenario == "stream":
             self.engine = AsyncEngine(self._engine_args())
             vllm_config = self.engine.vllm_config
@@ -164,6 +167,8 @@ class VLLMBackend(Backend[VLLMOptions]):
         args.update(vllm_quantization.engine_args(o.quantization, self.placement.device, self.model))
         if self._probing:
             args.update(vllm_quantization.probe_args())
+        if o.lora is not None:
+            args.update(vllm_lora.engine_args(o.lora))
         if o.speculative is not None:
             tmp = getattr(self, "_tmp", None)  # a random-weight target's config folder: a random draft's goes beside it
             args["speculative_config"] = speculative_config(o.speculative, self.model, tmp and Path(tmp.name))
@@ -228,7 +233,9 @@ class VLLMBackend(Backend[VLLMOptions]):
         if getattr(self, "engine", None) is None:
             raise RuntimeError("vLLM was loaded for scenario: batch (vllm.LLM); streams need the async engine")
         params = sampling_params(stream.requests, output_kind=RequestOutputKind.DELTA)
-        return self.engine.serve(stream, params, speculating=self.options.speculative is not None)
+        stream = with_adapters(stream, self.options.lora)  # each request names its adapter, drawn from the mix
+        return self.engine.serve(stream, params, speculating=self.options.speculative is not None,
+                                 adapters=self.adapters.requests if self.adapters else {})
 
     def reset_prefix_cache(self) -> None:
         """vLLM's own reset (`LLM.reset_prefix_cache`, or the async engine's): between points nothing is running, so
@@ -324,6 +331,9 @@ class VLLMBackend(Backend[VLLMOptions]):
             del self.llm
         if getattr(self, "_tmp", None):
             self._tmp.cleanup()
+        adapters = getattr(self, "adapters", None)
+        if adapters is not None:
+            adapters.close()
 
 
 def ray_unsupported(options: VLLMOptions) -> Optional[str]:

@@ -86,6 +86,9 @@ class VLLMOptions(BackendOptions):
     )
     engine_args: Dict[str, Any] = opt(factory=dict, help="Passed through to vllm.LLM (EngineArgs).")
 
+    def cannot_serve_lora(self) -> Optional[str]:
+        return None  # backends/vllm_engine/lora.py: in a stream, each request with its adapter's LoRARequest
+
     def cannot_profile(self) -> Optional[str]:
         return ("vllm's profiler (its ProfilerConfig, fixed when the engine is built) writes traces from the engine's "
                 "own processes; the harness does not collect them yet")

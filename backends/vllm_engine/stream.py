@@ -56,7 +56,8 @@ class AsyncEngine:
             raise
         self.vllm_config = self.engine.vllm_config
 
-    def serve(self, stream: StreamSpec, params: List[Any], speculating: bool) -> StreamTiming:
+    def serve(self, stream: StreamSpec, params: List[Any], speculating: bool,
+              adapters: Dict[str, Any]) -> StreamTiming:
         """Each request goes to `AsyncLLM.generate` at its scheduled time (`harness.scenarios.stream.drive`) and is
         batched with whatever the engine is running (continuous batching).
 
@@ -75,7 +76,9 @@ class AsyncEngine:
             sent_s = time.perf_counter()  # drive stamps sent_s just before this: no later than it
             prompt = TokensPrompt(prompt_token_ids=stream.prompt_ids(index))
             clock, ids, final = TokenClock(), [], None
-            async for out in engine.generate(prompt, params[index], request_id=f"stream{tag}-{index}"):
+            lora = adapters[stream.adapters[index]] if stream.adapters else None  # `adapters`: LoRARequests by name
+            async for out in engine.generate(prompt, params[index], request_id=f"stream{tag}-{index}",
+                                             lora_request=lora):
                 new = out.outputs[0].token_ids
                 clock.arrived(len(new))
                 ids.extend(new)

@@ -73,7 +73,7 @@ class BackendOptions:
     lora: Optional[LoraConfig] = opt(
         None, help="LoRA adapters made here and served beside the model, each request naming one (adapters, rank, "
         "target_modules, mix, zipf_exponent, seed); a grid over lora.adapters or lora.zipf_exponent makes them "
-        "sweep axes. openai entries whose command starts vLLM with {lora_modules}.")
+        "sweep axes. vllm entries, and openai entries whose command starts vLLM with {lora_modules}; streams only.")
     profile: bool = opt(False, help="After each batch point's timed batches, one more batch of the same shape, "
                         "untimed, under the engine's profiler: its Chrome trace in the results folder's profiles/ "
                         "(results.csv: profile_trace). Engines without a profiler here refuse it.")
@@ -93,7 +93,8 @@ class BackendOptions:
 
     def cannot_serve_lora(self) -> Optional[str]:
         """Why this entry cannot serve `lora` adapters (the config is refused, naming the key), or None."""
-        return f"{self.name} serves no LoRA adapters in the harness; openai entries whose command starts vLLM do"
+        return (f"{self.name} serves no LoRA adapters in the harness; vllm and openai entries (a command that starts "
+                "vLLM) do")
 
     @property
     def pools(self) -> bool:

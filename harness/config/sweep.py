@@ -305,7 +305,9 @@ def _validate_backends(config: SweepConfig) -> None:
         entry.validate_workload(key, config.workload)
         _validate_profile(entry, key, config.scenario)
         if entry.lora is not None:
-            why = entry.cannot_serve_lora()
+            why = entry.cannot_serve_lora() or (None if config.scenario == "stream" else
+                                                 "each request names an adapter drawn from the mix in a stream; "
+                                                 "scenario: batch runs without adapters")
             if why is not None:
                 raise UserError(f"{key}.lora: {why}")
             entry.lora.validate(f"{key}.lora")

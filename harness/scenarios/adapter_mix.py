@@ -8,9 +8,13 @@ adapters than it serves (vLLM's --max-loras) must swap under.
 
 from __future__ import annotations
 
-from typing import Tuple
+import dataclasses
+from typing import Optional, Tuple
 
 import numpy as np
+
+from harness.config.engine import LoraConfig
+from harness.scenarios.stream import StreamSpec
 
 
 def adapter_name(index: int) -> str:
@@ -32,3 +36,11 @@ def draw_adapters(num_requests: int, adapters: int, mix: str, exponent: float, s
     """The adapter each of `num_requests` requests names, in arrival order: the same for the same arguments."""
     rng = np.random.default_rng([seed, adapters, num_requests])
     return tuple(int(i) for i in rng.choice(adapters, size=num_requests, p=mix_weights(adapters, mix, exponent)))
+
+
+def with_adapters(stream: StreamSpec, lora: Optional[LoraConfig]) -> StreamSpec:
+    """The stream with the adapter each request names, drawn from the entry's mix; as it was without a lora section."""
+    if lora is None:
+        return stream
+    drawn = draw_adapters(stream.num_requests, lora.adapters, lora.mix, lora.exponent, lora.seed)
+    return dataclasses.replace(stream, adapters=tuple(adapter_name(i) for i in drawn))
