@@ -29,8 +29,17 @@ SERIES_CHOICES = (R.benchmark_name, R.backend, R.model, R.dtype, R.hardware, R.n
                   SOURCE_COLUMN)
 SERIES = "series"
 PLOTTED_STATUS = "ok"
+NO_OUTPUT_LENGTH = 0  # an embeddings or rerank point's (harness/config/sweep_values.py)
 _VALUE_FORMATS = {R.tp_size: "TP {}", R.pp_size: "PP {}", R.num_devices: "{} devices", R.nodes: "{} nodes",
                   R.dtype: "{}"}
+
+
+def pools(output_length: object) -> bool:
+    """Whether a point of this output length is an embeddings or rerank point: output length 0, answers that come
+    whole with no output tokens, charted and ranked by what they take in (docs/measurement.md, "Embeddings and
+    rerank"). A sweep never mixes them with points that generate (harness/config/sweep.py)."""
+    value = pd.to_numeric(pd.Series([output_length]), errors="coerce").iloc[0]
+    return bool(value == NO_OUTPUT_LENGTH)
 
 
 def parse_where(items: Iterable[str]) -> Dict[str, str]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from harness.config.stream import StreamConfig, replay_trace
 from harness.config.sweep import SweepConfig
+from harness.config.sweep_values import NO_OUTPUT_LENGTH
 from harness.config.stream.traces import MOONCAKE_BLOCK_TOKENS, Trace
 from harness.errors import UserError
 from harness.fields import opt
@@ -62,7 +63,7 @@ class Workload(ABC, Generic[OptionsT]):
 
     def __init__(self, options: WorkloadOptions, config: SweepConfig):
         self.forced = not options.stop_at_eos
-        self.pooled = config.output_lengths == [0]  # every entry pools (embeddings, rerank: harness/config/sweep.py)
+        self.pooled = config.output_lengths == [NO_OUTPUT_LENGTH]  # every entry pools: embeddings, rerank
         s = config.sampling
         self.sampling = Sampling(s.temperature, s.top_p, s.top_k)
         self.sampling_seed = s.seed

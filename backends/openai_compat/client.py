@@ -230,6 +230,10 @@ class CompletionsClient:
         except aiohttp.ClientPayloadError as e:  # its own words name the transfer encoding, not what happened
             raise RuntimeError(f"the connection closed mid-response ({' '.join(str(e).split())})") from None
 
+    def _refused(self, status: int, text: str) -> RuntimeError:
+        """A request's error for an answer other than 200: its status and the start of what the server said."""
+        return RuntimeError(f"HTTP {status} from {self.url}: {' '.join(text[:300].split())}")
+
     async def _pooled(self, session, body: Optional[bytes], stream: StreamSpec, index: int) -> Submitted:
         """Send embeddings or rerank request `index`; its answer comes whole, stamped when its last byte arrived."""
         assert body is not None  # request_bodies wrote every pooling request's
@@ -237,8 +241,7 @@ class CompletionsClient:
             raw = await response.read()
             arrived_s = time.perf_counter()
             if response.status != 200:
-                detail = " ".join(raw[:300].decode(errors="replace").split())
-                raise RuntimeError(f"HTTP {response.status} from {self.url}: {detail}")
+                raise self._refused(response.status, raw.decode(errors="replace"))
         try:
             answer = json.loads(raw)
         except ValueError:
@@ -255,8 +258,7 @@ class CompletionsClient:
         answer_s = None  # the answer's first token, after any reasoning
         async with session.post(self.url, data=body) as response:
             if response.status != 200:
-                detail = " ".join((await response.text())[:300].split())
-                raise RuntimeError(f"HTTP {response.status} from {self.url}: {detail}")
+                raise self._refused(response.status, await response.text())
             async with aclosing(sse_data(response.content)) as payloads:
                 async for payload in payloads:
                     if payload == b"[DONE]":

@@ -27,6 +27,7 @@ class ShapeKeys(Protocol):
     point_timeout_s: float
 
 SCENARIOS = ("batch", "stream")
+NO_OUTPUT_LENGTH = 0  # every point's, in a sweep whose entries pool (embeddings, rerank): they make no output
 
 
 def num_batches(parsed: ShapeKeys) -> Union[int, Literal["auto"]]:
@@ -55,7 +56,7 @@ def output_lengths(parsed: ShapeKeys, pooling: Optional[str] = None) -> List[int
         if parsed.output_lengths is not None:
             raise UserError(f"output_lengths: embeddings and rerank answers have no output tokens ({pooling}); "
                             "remove output_lengths")
-        return [0]
+        return [NO_OUTPUT_LENGTH]
     if parsed.scenario == "stream" and parsed.stream.arrival == "trace":
         for key in ("input_lengths", "output_lengths"):
             if getattr(parsed, key) is not None:

@@ -86,9 +86,8 @@ def _latency(row: pd.Series, kind: str, percentile: int) -> float:
 
 
 def pools(row: pd.Series) -> bool:
-    """An embeddings or rerank point (output length 0, no output tokens): ranked by the input tokens it takes in
-    (docs/guides/best.md)."""
-    return number(row, R.output_length) == 0
+    """An embeddings or rerank point: ranked by the input tokens it takes in (docs/guides/best.md)."""
+    return data.pools(row.get(R.output_length))
 
 
 def per_gpu(row: pd.Series) -> float:

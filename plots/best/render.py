@@ -82,7 +82,7 @@ def markdown_lines(table: pd.DataFrame, targets: Targets, origin: str) -> List[s
     """report.md's first section."""
     found = answers(table, targets)
     pooled = (" (embeddings and rerank, which make no output: input tokens/s, the TTFT target bounding their whole "
-              "latency)" if any(int(a.group[R.output_length]) == 0 for a in found) else "")
+              "latency)" if any(data.pools(a.group[R.output_length]) for a in found) else "")
     lines = [SECTION, "", f"Targets: {targets.describe()} ({origin}). Each answer is the configuration whose ok point "
              f"meeting every target has the most output tokens/s per GPU{pooled}; the runner-up is the next "
              "configuration's best such point, and the margin is beyond both intervals when the winner's 95% interval "

@@ -46,8 +46,8 @@ def _ranked(label: str, group: pd.DataFrame) -> Tuple[Optional[float], str]:
     else:
         candidates, basis = ok, "peak"
     options = str(group[R.grid_options].iloc[0])
-    # Embeddings and rerank (output length 0) make no output: ranked by the input tokens they take in per second.
-    pooled = (pd.to_numeric(ok[R.output_length], errors="coerce") == 0).any()
+    # Embeddings and rerank make no output: ranked by the input tokens they take in per second.
+    pooled = ok[R.output_length].map(data.pools).any()
     column, unit = (R.input_tokens_per_s, " input") if pooled else (R.throughput_tokens_per_s, "")
     if candidates.empty or column not in candidates or candidates[column].isna().all():
         return None, f"| {label} | {options} | - | - | {basis}: none |"

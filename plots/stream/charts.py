@@ -94,11 +94,15 @@ def _latency_vs_rate_one(ctx: ChartContext, group: StreamGroup) -> Chart:
     fig.suptitle(title, x=axes[0, 0].get_position().x0, y=1.0 - 0.2 / fig.get_figheight(), ha="left",
                  va="top", fontweight="bold")
     _percentile_legend(fig, axes[0, -1], ctx.palette, data.series_order(rows))
-    ttft = "" if group.pools else "TTFT p50 {} / p99 {} ms, "
-    burst = _burst_text(ctx, group, lambda r: (ttft.format(_fmt(r[R.ttft_ms_p50]), _fmt(r[R.ttft_ms_p99]))
-                                               + f"E2E p50 {_fmt(r[R.e2e_ms_p50])} / p99 {_fmt(r[R.e2e_ms_p99])} ms"))
+    burst = _burst_text(ctx, group, lambda r: _latency_text(r, group.pools))
     return finish(ctx, fig, f"stream_latency_vs_rate_{group.stem}", "Stream: latency vs request rate",
                    title.replace("\n", ", "), _caption(ctx, group, burst))
+
+
+def _latency_text(row: pd.Series, pools: bool) -> str:
+    """A burst's latencies for a caption: E2E, after TTFT where the answer streams (not embeddings or rerank)."""
+    e2e = f"E2E p50 {_fmt(row[R.e2e_ms_p50])} / p99 {_fmt(row[R.e2e_ms_p99])} ms"
+    return e2e if pools else f"TTFT p50 {_fmt(row[R.ttft_ms_p50])} / p99 {_fmt(row[R.ttft_ms_p99])} ms, {e2e}"
 
 
 def _latency_panel(ax: Axes, rows: pd.DataFrame, columns: Dict[str, str], palette: style.Palette) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from harness.measure.columns.names import R
+from plots import data
 from plots.data import PLOTTED_STATUS, SERIES
 
 # What a stream's batching column may say: static, continuous, or server (an engine behind an HTTP server: how
@@ -46,10 +47,8 @@ class StreamGroup:
 
     @property
     def pools(self) -> bool:
-        """Embeddings or rerank points (output length 0), whose answers come whole: latency and input throughput
-        are what they are charted by (docs/measurement.md, "Embeddings and rerank"). A sweep never mixes them with
-        points that generate (harness/config/sweep.py)."""
-        return self.output_length == 0
+        """Embeddings or rerank points, whose answers come whole: charted by latency and input throughput."""
+        return data.pools(self.output_length)
 
     @property
     def text(self) -> str:
