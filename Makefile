@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 READY := $(VENV)/.ready
 
-.PHONY: setup typecheck test-fast test-times test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-structured demo-tools demo-embeddings demo-lora demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time sweep-startup digits-model agree-vllm agree-serve agree-apis agree-clients client-capacity clean
+.PHONY: setup typecheck test-fast test-times test-offline-install docs docs-build docs-demo demo demo-prompts demo-stream demo-servers demo-structured demo-tools demo-embeddings demo-lora demo-images demo-load demo-speculative demo-quantization demo-multinode test test-gpu test-slurm overhead overhead-all overhead-stream plan-time sweep-startup digits-model agree-vllm agree-serve agree-apis agree-clients client-capacity clean
 
 setup: $(READY)
 
@@ -55,6 +55,11 @@ demo-embeddings: setup
 # Many LoRA adapters behind one vLLM server (4 and 16, a Zipf mix, 4 held at once) and the same server without them.
 demo-lora: setup
 	$(PY) benchmark.py yamls/cpu-lora.yaml
+
+# Images with the text: one generated image per chat request at three sizes, and the same server without images,
+# to transformers serve running a tiny LLaVA-NeXT with random weights.
+demo-images: setup
+	$(PY) benchmark.py yamls/cpu-images.yaml
 
 # Two OpenAI-compatible servers the harness starts, vLLM and transformers serve, sent the example chats (chat API).
 demo-servers: setup

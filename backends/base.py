@@ -84,6 +84,9 @@ class Backend(ABC, Generic[OptionsT]):
     runs_the_model: ClassVar[bool] = True
     # lm-evaluation-harness can score accuracy.lm_eval_tasks through it (`score_lm_eval`): a server's engines only.
     serves_lm_eval: ClassVar[bool] = False
+    # Builds or serves a model that takes images (LLaVA-NeXT: ModelSpec.takes_images); the in-process engines build
+    # causal LMs (AutoModelForCausalLM) and send token ids only.
+    serves_image_models: ClassVar[bool] = False
 
     def __init__(self, options: OptionsT, model: ModelSpec, shape: SweepShape):
         self.options: OptionsT = options
@@ -115,6 +118,9 @@ class Backend(ABC, Generic[OptionsT]):
         missing = cls.not_installed()
         if missing is not None:  # a machine without this engine (vLLM on an image that has only torch) still sweeps
             return missing
+        if model is not None and model.takes_images and not cls.serves_image_models:
+            return (f"{options.name} runs text-only models in the harness, and {model.label} (model_type "
+                    f"{model.config.model_type}) takes images: serve it with an openai entry (transformers serve)")
         if scenario not in cls.scenarios:
             return f"{options.name} runs scenario: {' | '.join(cls.scenarios)} only, not {scenario}"
         spec = options.speculative

@@ -29,6 +29,7 @@ from plots.speculative import charts as speculative_charts
 from plots.speculative.report import spec_lines
 from plots.stream import charts as stream_charts
 from plots.stream.adapters import adapter_lines
+from plots.stream.images import image_lines
 from plots.stream.report import stream_lines
 
 FORMATS = ("png", "svg", "pdf")
@@ -101,6 +102,7 @@ def render_markdown(table: pd.DataFrame, charts: List[Chart], sources: Sequence[
     lines += memory_lines(table)
     lines += stream_lines(data.of_scenario(table, STREAM))
     lines += adapters  # per LoRA adapter, from requests.csv (plots/stream/adapters.py)
+    lines += image_lines(table)
     lines += spec_lines(table)
     lines += accuracy_lines(table)
     lines += validity_lines(table)

@@ -15,6 +15,8 @@ from tests.conftest import run_benchmark
 TINY = "yamls/cpu-tiny.yaml"
 STREAM = "yamls/cpu-stream.yaml"  # backends[3]: openai
 LORA = "yamls/cpu-lora.yaml"  # backends[0]: a lora section with a grid over lora.adapters, [1]: the model alone
+IMAGES = "yamls/cpu-images.yaml"  # backends[0]: one generated image per request, a grid over images.width_px
+FILES = [IMAGES, "backends.0.grid={}"]  # the same entry without its grid, given images.files below
 EMBED = "yamls/cpu-embeddings.yaml"  # backends[0]: embeddings, [1]: rerank, each with a grid of inputs_per_request
 CHATS = ["input_lengths=null", "workload.prompts=yamls/prompts/example-chats.jsonl"]
 KNOWN = ", ".join(BACKENDS.names())
@@ -292,6 +294,45 @@ CASES = {
         [LORA, "input_lengths=null", "workload.prompts=yamls/prompts/example-conversations.jsonl",
          "workload.multi_turn=true"], "backends[0].lora: each request names an adapter of its own, and a "
         "conversation's turns would not share one; use single-turn prompts (workload.multi_turn: false)"),
+    "images on completions": ([IMAGES, "backends.0.endpoint=completions"], "backends[0].images: are sent as a chat "
+                              "message's image_url parts; set endpoint: chat, not completions"),
+    "images of no size or file": ([IMAGES, "backends.0.grid={}"], "backends[0].images: set exactly one of "
+                                  "backends[0].images.width_px (generated images) and backends[0].images.files"),
+    "images of a size and files": ([*FILES, "backends.0.images.files=[a.png]", "backends.0.images.width_px=56"],
+                                   "backends[0].images: set exactly one of backends[0].images.width_px (generated "
+                                   "images) and backends[0].images.files"),
+    "image width 0": ([IMAGES, "backends.0.grid.images.width_px=[0]"],
+                      "backends[0].grid.images.width_px: must be an integer of pixels in [1, 4096], got 0"),
+    "image too wide": ([IMAGES, "backends.0.grid.images.width_px=[5000]"],
+                       "backends[0].grid.images.width_px: must be an integer of pixels in [1, 4096], got 5000"),
+    "image width not whole": ([IMAGES, "backends.0.grid.images.width_px=[56.5]"],
+                              "backends[0].grid.images.width_px: expected an integer, got 56.5"),
+    "image height infinite": ([IMAGES, "backends.0.images.height_px=.inf"],
+                              "backends[0].images.height_px: expected an integer, got inf"),
+    "no images per request": ([IMAGES, "backends.0.images.count=0"],
+                              "backends[0].images.count: must be an integer of images in [1, 16], got 0"),
+    "too many images": ([IMAGES, "backends.0.images.count=17"],
+                        "backends[0].images.count: must be an integer of images in [1, 16], got 17"),
+    "unknown image format": ([IMAGES, "backends.0.images.format=gif"],
+                             "backends[0].images.format: 'gif' is not one of jpeg, png"),
+    "images not a section": ([IMAGES, "backends.0.images=3"], "backends[0].images: expected a mapping of keys, got 3"),
+    "image file missing": ([*FILES, "backends.0.images.files=[nowhere.png]"],
+                           "backends[0].images.files[0]: no such file 'nowhere.png'"),
+    "image file not an image": ([*FILES, "backends.0.images.files=[cpu-images.yaml]"], "backends[0].images.files[0]: "
+                                "'yamls/cpu-images.yaml' is not an image (in none of the formats PIL reads)"),
+    "image file a folder": ([*FILES, "backends.0.images.files=[prompts]"],
+                            "backends[0].images.files[0]: 'yamls/prompts' is a folder, not an image file"),
+    "no image files": ([*FILES, "backends.0.images.files=[]"],
+                       "backends[0].images.files: must name at least one image file"),
+    "image height with files": ([*FILES, "backends.0.images.files=[a.png]", "backends.0.images.height_px=56"],
+                                "backends[0].images.height_px: shapes generated images; backends[0].images.files are "
+                                "sent as they are"),
+    "images to a text model": ([IMAGES, "model.preset=tiny-llama"], "backends[0].images: tiny-llama (model_type "
+                               "llama) takes no images; serve an image-text model (e.g. model.preset: tiny-llava-next)"),
+    "images in conversations": (
+        [IMAGES, "workload.prompts=prompts/example-conversations.jsonl", "workload.multi_turn=true"],
+        "backends[0].images: go with each request's own prompt, and a conversation's later turns would send its "
+        "history's images again; use single-turn prompts (workload.multi_turn: false)"),
     "speculative engine args twice": (
         [TINY, "backends.1.engine_args={speculative_config: {method: ngram}}"],
         "backends[1].engine_args.speculative_config: duplicates backends[1].speculative; set it there"),

@@ -72,7 +72,12 @@ def same_as_transformers(folder):
     assert config_view.count_parameters(view) == meta_parameters(hf_config)
 
 
-@pytest.mark.parametrize("preset", preset_names())
+# Presets with a vision tower (harness/model/spec.py's takes_images): transformers sizes them, as any family not read
+# here (test_an_image_text_preset_is_sized_by_transformers).
+IMAGE_TEXT = [p for p in preset_names() if "vision_config" in json.loads((PRESETS_DIR / p / "config.json").read_text())]
+
+
+@pytest.mark.parametrize("preset", [p for p in preset_names() if p not in IMAGE_TEXT])
 def test_every_preset_reads_and_counts_as_transformers_builds_it(preset):
     same_as_transformers(PRESETS_DIR / preset)
     model = resolve_model(ModelConfig(preset=preset))
@@ -82,6 +87,23 @@ def test_every_preset_reads_and_counts_as_transformers_builds_it(preset):
     flat = [i for v in ids for i in (v if isinstance(v, list) else [v]) if i is not None]
     assert model.special_token_ids == frozenset(flat)
     assert model.hf_config.to_dict() == hf_config.to_dict()  # engines still get transformers' config
+
+
+def test_an_image_text_preset_is_sized_by_transformers():
+    from transformers import AutoModelForImageTextToText
+
+    assert IMAGE_TEXT == ["tiny-llava-next"]
+    folder = PRESETS_DIR / "tiny-llava-next"
+    assert config_view.read_local(str(folder)) is None
+    model = resolve_model(ModelConfig(preset="tiny-llava-next"))
+    hf_config = AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):  # the language model, the vision tower and the projector
+        assert model.num_params == sum(p.numel() for p in AutoModelForImageTextToText.from_config(hf_config)
+                                       .parameters())
+    assert architecture(model.config) == architecture(hf_config.text_config)
+    text = hf_config.text_config
+    assert model.special_token_ids == {text.bos_token_id, text.eos_token_id, hf_config.image_token_index}
+    assert model.eos_token_ids == {text.eos_token_id}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

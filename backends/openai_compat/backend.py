@@ -71,6 +71,7 @@ class OpenAIBackend(Backend[OpenAIOptions]):
     uses_hf_config = False
     scenarios = ("stream",)
     serves_lm_eval = True  # lm-eval's local-completions model reaches the server (score_lm_eval)
+    serves_image_models = True  # whatever the server serves; images go in chat requests (OpenAIOptions.images)
 
     @classmethod
     def unsupported(cls, options: OpenAIOptions, scenario: str, model) -> Optional[str]:
@@ -137,7 +138,7 @@ class OpenAIBackend(Backend[OpenAIOptions]):
                            else {})
         self.client = CompletionsClient(self.base_url, self.served_model, headers, o.request_timeout_s,
                                         o.continuous_usage_stats, o.extra_body, o.endpoint, o.extensions, tokenizer,
-                                        o.guided_decoding, o.inputs_per_request)
+                                        o.guided_decoding, o.inputs_per_request, o.images)
         self._loop = asyncio.new_event_loop()
 
     def _start_server(self, command: str) -> str:

@@ -14,12 +14,13 @@ import asyncio
 import json
 import time
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, AsyncGenerator, Dict, List, Optional
+from typing import Any, AsyncGenerator, Dict, List, Optional, Tuple
 
 from backends.openai_compat.chunks import ResponseReading
 from backends.openai_compat import pooling
+from backends.openai_compat.images import Image, ImagesConfig, request_images, with_images
 from backends.openai_compat.events import MessagesReading, ResponsesReading
 from harness.errors import ShortOutputError
 from harness.scenarios.answer_schema import answer_valid
@@ -61,6 +62,9 @@ class CompletionsClient:
     tokenizer: Any = None  # counts the output where the server sends no usage
     guided_decoding: bool = True  # with an answer schema: ask the server to hold answers to it
     inputs_per_request: int = 1  # embeddings and rerank: the inputs (documents) each request carries
+    images: Optional[ImagesConfig] = None  # images sent with each chat request's text
+    _streams: int = field(default=0, repr=False)  # streams served so far: seeds each one's generated images
+    _images: List[Tuple[Image, ...]] = field(default_factory=list, repr=False)  # the current stream's, per request
 
     @property
     def url(self) -> str:
@@ -87,6 +91,9 @@ class CompletionsClient:
             raise RuntimeError(f"endpoint: {self.endpoint} needs the prompts' conversations (a prompt file), and "
                                "this stream has token ids only")
         later = stream.turns.follows if stream.turns is not None else (None,) * stream.num_requests
+        if self.images is not None:  # OpenAIOptions: chat only, single turns
+            self._images = request_images(self.images, self._streams, stream.num_requests)
+            self._streams += 1
         return [None if follows is not None else self.request_body(stream, i) for i, follows in enumerate(later)]
 
     def model_of(self, stream: StreamSpec, i: int) -> str:
@@ -111,6 +118,9 @@ class CompletionsClient:
                                 "stream_options": stream_options, "temperature": s.temperature, "top_p": s.top_p}
         if self.endpoint == "chat":
             body["messages"] = [{"role": role, "content": content} for role, content in stream.chat_messages(i)]
+            if self._images:
+                last = max(k for k, m in enumerate(body["messages"]) if m["role"] == "user")
+                body["messages"][last]["content"] = with_images(body["messages"][last]["content"], self._images[i])
         else:
             body["prompt"] = stream.prompt_ids(i)
             if stream.turns is not None and self.extensions == "vllm":
@@ -222,8 +232,10 @@ class CompletionsClient:
         try:
             if self.endpoint in pooling.POOLING_ENDPOINTS:
                 return await self._pooled(session, bodies[index], stream, index)
-            return await self._exchange(session, bodies[index] or self.request_body(stream, index), stream.requests,
-                                        index)
+            got = await self._exchange(session, bodies[index] or self.request_body(stream, index), stream.requests,
+                                       index)
+            sizes = tuple((image.width_px, image.height_px) for image in self._images[index]) if self._images else ()
+            return replace(got, images=sizes)
         except asyncio.TimeoutError:
             limit = f"{self.request_timeout_s:g} s"
             raise RuntimeError(f"no complete response within request_timeout_s ({limit})") from None

@@ -20,6 +20,7 @@ from backends.openai_compat.client import (
     TOOL_FIELDS,
 )
 from backends.openai_compat.command import check_lora, check_server_args
+from backends.openai_compat.images import ImagesConfig
 from backends.openai_compat.pooling import MAX_INPUTS_PER_REQUEST, POOLING_ENDPOINTS
 from harness.errors import UserError
 from harness.fields import WEEK_S, opt
@@ -59,6 +60,10 @@ class OpenAIOptions(BackendOptions):
     inputs_per_request: int = opt(
         1, ge=1, le=MAX_INPUTS_PER_REQUEST, unit="inputs", help="With endpoint embeddings: the prompts each request "
         "carries; with rerank: the documents scored against each query. A grid over it makes it a sweep axis.")
+    images: Optional[ImagesConfig] = opt(
+        None, help="Images sent with each request's text (endpoint: chat; the model must take images): count per "
+        "request, and width_px and height_px of generated ones (random pixels, each distinct) or files; a grid over "
+        "images.width_px or images.count makes them sweep axes. The server counts the prompt, image tokens included.")
     extensions: str = opt(
         "vllm", help="How a request asks for what OpenAI's API cannot say (exactly max_tokens tokens, top_k): vllm "
         "(ignore_eos, min_tokens, top_k fields: vLLM, SGLang) | transformers (a generation_config with EOS off: "
@@ -139,6 +144,11 @@ class OpenAIOptions(BackendOptions):
         if self.inputs_per_request != 1 and not self.pools:
             raise UserError(f"{key}.inputs_per_request: sets the inputs of an embeddings or rerank request; endpoint "
                             f"{self.endpoint} sends one prompt per request")
+        if self.images is not None:
+            if self.endpoint != "chat":
+                raise UserError(f"{key}.images: are sent as a chat message's image_url parts; set endpoint: chat, "
+                                f"not {self.endpoint}")
+            self.images.validate(f"{key}.images")
         for name in ("health_path", "metrics_path"):
             path = getattr(self, name)
             if path is not None and not path.startswith("/"):
@@ -160,6 +170,16 @@ class OpenAIOptions(BackendOptions):
                     "--lora-modules {lora_modules}), not base_url")
         return None
 
+    def resolve_paths(self, config_dir: Path) -> None:
+        if self.images is not None and self.images.files is not None:
+            self.images.files = [os.path.relpath(config_dir / p) if not Path(p).is_absolute()
+                                 and (config_dir / p).exists() else p for p in self.images.files]
+
+    def validate_model(self, key: str, model) -> None:
+        if self.images is not None and not model.takes_images:
+            raise UserError(f"{key}.images: {model.label} (model_type {model.config.model_type}) takes no images; "
+                            "serve an image-text model (e.g. model.preset: tiny-llava-next)")
+
     @property
     def pools(self) -> bool:
         """Embeddings or rerank: answers that come whole, with no output tokens (pooling.py)."""
@@ -169,6 +189,9 @@ class OpenAIOptions(BackendOptions):
         if self.lora is not None and getattr(workload, "multi_turn", False):
             raise UserError(f"{key}.lora: each request names an adapter of its own, and a conversation's turns would "
                             "not share one; use single-turn prompts (workload.multi_turn: false)")
+        if self.images is not None and getattr(workload, "multi_turn", False):
+            raise UserError(f"{key}.images: go with each request's own prompt, and a conversation's later turns would "
+                            "send its history's images again; use single-turn prompts (workload.multi_turn: false)")
         if self.pools and getattr(workload, "multi_turn", False):
             raise UserError(f"{key}.endpoint: {self.endpoint} answers have no text a conversation's next turn could "
                             "follow; use single-turn prompts (workload.multi_turn: false)")

@@ -4,6 +4,7 @@ typed keys (backends/<engine>.py, `Options`). Here, below the plan, so that the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Optional
 
 from harness.config.accuracy import AccuracyConfig
@@ -104,6 +105,14 @@ class BackendOptions:
 
     def validate(self, key: str) -> None:
         """Value checks beyond types; raise UserError naming `key`.<field>. Must not load anything."""
+
+    def resolve_paths(self, config_dir: Path) -> None:
+        """Make the entry's relative file paths (an openai entry's image files) relative to the working folder: a
+        path is looked for beside the YAML first, as the workload's are."""
+
+    def validate_model(self, key: str, model) -> None:
+        """Checks against the sweep's resolved model (harness/model/spec.py's ModelSpec), as the sweep plans and
+        before anything starts; raise UserError naming `key`.<field>."""
 
     def validate_workload(self, key: str, workload) -> None:
         """Checks against the sweep's workload options (workloads/: `prompts`, and a prompt file's `template`);

@@ -199,6 +199,8 @@ def _typed(parsed: SweepYaml, backends: "Registry", workloads: "Registry", folde
     for section in (workload, parsed.stream, parsed.quality, parsed.accuracy):
         section.resolve_paths(folder)
     entries = [backends.options(entry, key) for key, _, entry in expanded]
+    for entry in entries:
+        entry.resolve_paths(folder)
     pooling = pooling_entry(entries, [key for key, _, _ in expanded], parsed.accuracy)
     typed = dict(
         backends=entries, entry_keys=[EntryKeys(key, spec) for key, spec, _ in expanded],

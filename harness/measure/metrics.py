@@ -245,6 +245,10 @@ def summarize_stream(timing: StreamTiming, slo: SLO) -> Dict[str, Optional[float
     adapters = {r.adapter for r in requests if r.adapter is not None}
     if adapters:  # LoRA: per adapter, the report reads requests.csv (docs/measurement.md, "LoRA adapters")
         out["lora_adapters"] = len(adapters)
+    sent = [r.images for r in requests if r.images]
+    if sent:  # docs/measurement.md, "Images with the text"
+        out["images_per_request"] = float(np.mean([len(images) for images in sent]))
+        out["image_pixels_mean"] = float(np.mean([w * h for images in sent for w, h in images]))
     if any(r.turn is not None for r in timing.requests):
         out["num_conversations"] = sum(r.turn == 1 for r in timing.requests)
     return out

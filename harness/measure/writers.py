@@ -56,7 +56,8 @@ def request_rows(result: PointResult) -> List[Dict[str, object]]:
                "output_tokens_source": r.output_tokens_source, "met_slo": 0, "error": r.error,
                # a multi-turn request's prompt is its conversation so far: what it is sent with
                "conversation": r.conversation, "turn": r.turn, "reasoning_tokens": r.reasoning_tokens,
-               "inputs": r.inputs, "adapter": r.adapter,
+               "inputs": r.inputs, "adapter": r.adapter, "images": len(r.images) or None,
+               "image_pixels": sum(w * h for w, h in r.images) or None,
                "context_tokens": r.input_tokens if r.turn is not None else None,
                "answer_valid": None if r.answer_valid is None else int(r.answer_valid)}  # 0/1, as met_slo
         if r.ok:
@@ -111,14 +112,12 @@ def server_series_rows(series: ServerSeries) -> List[Dict[str, object]]:
 
 
 def sample_rows(result: PointResult) -> List[Dict[str, object]]:
-    return [
-        {**key_cells(result), "batch_index": s.batch_index, "latency_ms": s.latency_ms, "ttft_ms": s.ttft_ms,
-         "tpot_ms": s.tpot_ms, "input_tokens": sum(s.input_tokens), "output_tokens": sum(s.output_tokens),
-         "min_output_tokens": s.min_output_tokens, "energy_j": s.energy_j,
-         **({"draft_steps": s.spec.draft_steps, "draft_tokens_proposed": s.spec.proposed,
-             "draft_tokens_accepted": s.spec.accepted} if s.spec is not None else {})}
-        for s in result.samples
-    ]
+    return [{**key_cells(result), "batch_index": s.batch_index, "latency_ms": s.latency_ms, "ttft_ms": s.ttft_ms,
+             "tpot_ms": s.tpot_ms, "input_tokens": sum(s.input_tokens), "output_tokens": sum(s.output_tokens),
+             "min_output_tokens": s.min_output_tokens, "energy_j": s.energy_j,
+             **({"draft_steps": s.spec.draft_steps, "draft_tokens_proposed": s.spec.proposed,
+                 "draft_tokens_accepted": s.spec.accepted} if s.spec is not None else {})}
+            for s in result.samples]
 
 
 def key_cells(result: PointResult) -> Dict[str, object]:

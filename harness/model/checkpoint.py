@@ -15,9 +15,10 @@ from harness.model.spec import ModelSpec
 from harness.model.tokenizer import tokenizer_source
 
 # Copied next to the weights, where the model's tokenizer folder has them, so that the server can tokenize
-# (a chat template included) and detokenize.
+# (a chat template included) and detokenize; an image-text model's processor files too, so that it can read images.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
-                   "added_tokens.json", "vocab.json", "merges.txt", "chat_template.jinja")
+                   "added_tokens.json", "vocab.json", "merges.txt", "chat_template.jinja", "preprocessor_config.json",
+                   "processor_config.json")
 
 
 def copy_tokenizer_files(model: ModelSpec, folder: Path) -> None:

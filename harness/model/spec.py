@@ -12,7 +12,7 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from harness.config.sections import ModelConfig
 from harness.errors import UserError, did_you_mean, known_names
@@ -107,6 +107,12 @@ class ModelSpec:
         return dataclasses.replace(self, quantized=Quantized(quantization, per_weight, transient))
 
     @property
+    def takes_images(self) -> bool:
+        """An image-text model (LLaVA-NeXT): a vision tower beside the language model, built by transformers'
+        AutoModelForImageTextToText (`model_class`), served with images by an openai entry."""
+        return getattr(self.config, "vision_config", None) is not None
+
+    @property
     def max_positions(self) -> int:
         """The longest sequence the model takes; UNBOUNDED_POSITIONS for ALiBi models (BLOOM), which have no
         position table to run past (their config states no max_position_embeddings)."""
@@ -116,16 +122,19 @@ class ModelSpec:
 
     @property
     def special_token_ids(self) -> FrozenSet[int]:
-        """Token ids a random prompt must avoid: a stray EOS or BOS changes what the model does."""
-        ids = set()
-        for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
-            value = getattr(self.config, key, None)
+        """Token ids a random prompt must avoid: a stray EOS or BOS changes what the model does, and an image-text
+        model's image token without its image is refused."""
+        text = getattr(self.config, "text_config", None) or self.config
+        ids: Set[int] = set()
+        for source, key in ((self.config, "image_token_index"), (text, "bos_token_id"), (text, "eos_token_id"),
+                            (text, "pad_token_id")):
+            value = getattr(source, key, None)
             ids.update(value if isinstance(value, list) else [value] if value is not None else [])
         return frozenset(ids)
 
     @property
     def eos_token_ids(self) -> FrozenSet[int]:
-        value = getattr(self.config, "eos_token_id", None)
+        value = getattr(getattr(self.config, "text_config", None) or self.config, "eos_token_id", None)
         return frozenset(value if isinstance(value, list) else [value] if value is not None else [])
 
     def write_config_folder(self, folder: Path) -> Path:
@@ -182,9 +191,9 @@ def _resolve(config: ModelConfig, key: str) -> ModelSpec:
     _check_sizable(view, source, key)  # before counting: building an unsizable model fails in transformers' words
     try:
         num_params = count_parameters(hf_config)
-    except ValueError as e:  # AutoModelForCausalLM has no class for it (an encoder, CLIP, a vision-language wrapper)
-        raise UserError(f"{key}.name_or_path: transformers builds no causal LM from {source!r} (model_type "
-                        f"{hf_config.model_type}: {_first_line(e)})") from None
+    except ValueError as e:  # no Auto class builds it (an encoder, CLIP alone)
+        raise UserError(f"{key}.name_or_path: transformers builds no causal LM or image-text model from {source!r} "
+                        f"(model_type {hf_config.model_type}: {_first_line(e)})") from None
     except Exception as e:  # the model's own code refuses a field (a rope type it does not know, say)
         where = f"{key}.overrides" if config.overrides else f"{key}.name_or_path"
         raise UserError(f"{where}: transformers cannot build model_type {hf_config.model_type} from it "
@@ -315,14 +324,23 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":")) if isinstance(value, (dict, list)) else str(value)
 
 
+def model_class(hf_config):
+    """transformers' Auto class that builds the model: AutoModelForImageTextToText for a config with a vision tower
+    (its language model and the tower together), AutoModelForCausalLM for every other."""
+    import transformers
+
+    vision = getattr(hf_config, "vision_config", None) is not None
+    return transformers.AutoModelForImageTextToText if vision else transformers.AutoModelForCausalLM
+
+
 @functools.lru_cache(maxsize=8)
 def _count_parameters(config_json: str) -> int:
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     hf_config = AutoConfig.for_model(**json.loads(config_json))
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(hf_config)
+        model = model_class(hf_config).from_config(hf_config)
     return sum(p.numel() for p in model.parameters())
 
 

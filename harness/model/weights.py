@@ -177,10 +177,11 @@ def build_empty(hf_config, dtype, **kwargs):
     them exactly as in an ordinary build; parameters cost nothing until materialized.
     """
     from accelerate import init_empty_weights
-    from transformers import AutoModelForCausalLM
+
+    from harness.model.spec import model_class
 
     with init_empty_weights():
-        model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype, **kwargs)
+        model = model_class(hf_config).from_config(hf_config, dtype=dtype, **kwargs)
     model.tie_weights()  # the context's re-registration of parameters unties them (tie_word_embeddings models)
     return model
 

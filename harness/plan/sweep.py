@@ -44,6 +44,7 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry[EngineC
             from harness.model.adapters import lora_layers
 
             lora_layers(model, options.lora, f"{entry_key(config, i)}.lora")
+        options.validate_model(entry_key(config, i), model)
         placement = cls.resolve_placement(options)
         loaded = model.loaded_as(options.quantization, placement.device)  # what its estimates and roofline use
         missing = cls.unsupported(options, config.scenario, model) or missing_devices(placement)

@@ -123,7 +123,7 @@ class RequestTiming:
     `first_answer_token_s`: the answer's first token, after the reasoning (None without one).
     `inputs`: the inputs an embeddings or rerank request carried (its documents, for rerank), whose answer comes
     whole: its first and last "token" are the answer's arrival and it has no output tokens (None: it generated).
-    `adapter`: the LoRA adapter it named (None: the model alone).
+    `adapter`: the LoRA adapter it named (None: the model alone). `images`: (width, height) of each image it carried.
     """
 
     index: int
@@ -147,6 +147,7 @@ class RequestTiming:
     first_answer_token_s: Optional[float] = None
     inputs: Optional[int] = None
     adapter: Optional[str] = None
+    images: Tuple[Tuple[int, int], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -224,6 +225,7 @@ class Submitted:
     reasoning_tokens: Optional[int] = None  # streamed as reasoning apart from the answer, where the engine does
     first_answer_token_s: Optional[float] = None
     inputs: Optional[int] = None  # an embeddings or rerank request's inputs; its answer came whole
+    images: Tuple[Tuple[int, int], ...] = ()  # (width, height) of each image sent with the text
 
 
 # submit(index) sends request `index` of the stream and returns when its last token has arrived.
@@ -274,7 +276,7 @@ async def _drive(stream: StreamSpec, submit: Submit, clock: ReleaseClock) -> Str
                              cached_tokens=got.cached_tokens, conversation=conv, turn=turn,
                              answer_valid=got.answer_valid, reasoning_tokens=got.reasoning_tokens,
                              first_answer_token_s=got.first_answer_token_s, inputs=got.inputs,
-                             adapter=adapter), got
+                             adapter=adapter, images=tuple(got.images)), got
 
     async def conversation(index: int, scheduled_s: float, dispatched_s: float) -> List[RequestTiming]:
         timings = []

@@ -85,7 +85,9 @@ STRUCTURED = contract("structured-output-workloadjson_schema")
 TOOLS = contract("tool-calls-workloadtools")
 REASONING = contract("reasoning-tokens")
 POOLING = contract("embeddings-and-rerank")
+IMAGES_WHERE = "openai entries with an images section"
 LORA = contract("lora-adapters-lora")
+IMAGES = contract("images-with-the-text-images")
 QUANTIZATION = contract("quantization-modelquantization")
 ACCURACY = contract("accuracy-accuracy")
 ZERO = contract("zero-inference-deepspeed_zero")
@@ -106,6 +108,7 @@ SHARE, RATIO, COUNT, INDEX, PERCENT = "share 0-1", "ratio", "count", "index", "%
 WATTS, JOULES, JOULES_PER_TOKEN, KWH_PER_M_TOKENS = "W", "J", "J/token", "kWh/1M tokens"
 PRICE_PER_M_TOKENS = "currency/1M tokens"  # hardware.cost_per_hour's currency, whichever it is
 MHZ, CELSIUS = "MHz", "C"
+PIXELS = "pixels"
 TEXT = ""
 # A number as the writers write one: ASCII digits, an optional sign, point and exponent, or inf (Python's int() and
 # float() also take `2_0`, `٢` and `２`, which no writer writes).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.measure.columns.base import (
     ACCURACY, COUNT, Column, INDEX, JOULES, MS, MULTI_TURN, PER_BATCH, PREFIXES, RATIO, ROOFLINE, S, SHARE, STREAMS,
-    LORA, POOLING, REASONING, STRUCTURED, TOOLS,
+    IMAGES, IMAGES_WHERE, LORA, PIXELS, POOLING, REASONING, STRUCTURED, TOOLS,
     TEXT, TOKENS, draft_counters, keyed, leading,
 )
 
@@ -78,6 +78,9 @@ REQUESTS = keyed(leading("stream") + [
            f"`ttft_ms` is its `e2e_ms`. {POOLING}", "openai entries with endpoint embeddings or rerank"),
     Column("adapter", TEXT, f"The LoRA adapter it named (`lora-0`, ...), drawn from the entry's `lora.mix`. {LORA}",
            "entries with a lora section"),
+    Column("images", COUNT, f"The images it carried with its text (the entry's `images.count`). {IMAGES}",
+           IMAGES_WHERE),
+    Column("image_pixels", PIXELS, f"Their pixels (width x height) summed. {IMAGES}", IMAGES_WHERE),
     Column("answer_valid", "0/1", "1 when its whole answer parsed as JSON and met `workload.json_schema`, or called "
            "a tool of `workload.tools` with arguments that meet its parameters; 0 when it did not (cut at its budget "
            f"included); empty for a failed request. {STRUCTURED} {TOOLS}",
