@@ -251,7 +251,7 @@ CASES = {
         "stream_options, temperature, top_p, top_k, seed, n, input, max_output_tokens, system, store, query, "
         "documents are)"),
     "unknown adapter mix": ([LORA, "backends.0.lora.mix=pareto"],
-                            "backends[0].lora.mix: 'pareto' is not one of uniform, zipf"),
+                            "backends[0].lora.mix: 'pareto' is not one of uniform, zipf, trace"),
     "zipf exponent of a uniform mix": (
         [LORA, "backends.0.lora.mix=uniform"],
         "backends[0].lora.zipf_exponent: shapes mix: zipf, and mix is uniform; remove it or set mix: zipf"),
@@ -286,6 +286,18 @@ CASES = {
         [LORA, "backends.1.command=x --port {port} --lora-modules {lora_modules}"], "backends[1].command: "
         "{lora_modules} is filled from backends[1].lora, the adapters the harness makes; add a lora section or remove "
         "it"),
+    "adapters from no trace": ([LORA, "backends.0.lora.mix=trace", "backends.0.lora.zipf_exponent=null"],
+                               "backends[0].lora.mix: trace takes each request's adapter from stream.trace; set "
+                               "stream.arrival: trace, or mix: uniform or zipf"),
+    "unknown adapter load": ([LORA, "backends.0.lora.load=lazy"],
+                             "backends[0].lora.load: 'lazy' is not one of start, on_demand"),
+    "adapters on demand loaded at start": (
+        [LORA, "backends.0.lora.load=on_demand"], "backends[0].command: {lora_modules} loads every adapter as the "
+        "server starts; with backends[0].lora.load: on_demand the server finds each when a request first names it: "
+        "remove --lora-modules {lora_modules}"),
+    "adapters on demand without lora": (
+        [LORA, "backends.0.lora.load=on_demand", "backends.0.command=x --port {port}"], "backends[0].command: must "
+        "serve adapters: add --enable-lora --max-loras {lora_adapters} --max-lora-rank {lora_rank} (vLLM's flags)"),
     "adapters on hf": ([TINY, "backends.0.lora={adapters: 2}"], "backends[0].lora: hf serves no LoRA adapters in "
                        "the harness; vllm and openai entries (a command that starts vLLM) do"),
     "adapters in static batches": ([TINY, "backends.1.lora={adapters: 2}"], "backends[1].lora: each request names an "

@@ -9,7 +9,7 @@ import pytest
 from safetensors import safe_open
 
 from backends.openai_compat.command import expand
-from backends.openai_compat.lora import made_modules
+from backends.openai_compat.lora import made_modules, server_env
 from harness.config.engine import LoraConfig
 from harness.config.sections import ModelConfig
 from harness.errors import UserError
@@ -78,3 +78,16 @@ def test_the_command_loads_what_the_harness_made(tmp_path):
     assert expand(words, values, modules) == ["serve", "--port", "8000", "--max-loras", "2", "--max-lora-rank", "8",
                                               "--lora-modules", *modules, "--x"]
     assert made_modules(TINY, None, tmp_path / "none", {}) == [] and not (tmp_path / "none").exists()
+
+
+def test_adapters_loaded_on_demand_are_left_for_vllms_resolver_to_find(tmp_path):
+    values = {"{port}": "8000", "{model_dir}": "/tmp/served-model"}
+    lora = LoraConfig(adapters=2, rank=8, load="on_demand")
+    assert made_modules(TINY, lora, tmp_path, values) == []  # no --lora-modules words
+    config = json.loads((tmp_path / "lora-1" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "/tmp/served-model"  # the resolver loads only the server's model's
+    env = server_env(lora, tmp_path, {"PATH": "/bin"})
+    assert env == {"PATH": "/bin", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
+                   "VLLM_LORA_RESOLVER_CACHE_DIR": str(tmp_path)}
+    at_start = LoraConfig(adapters=2)
+    assert server_env(at_start, tmp_path, None) is None and server_env(None, tmp_path, {"A": "1"}) == {"A": "1"}

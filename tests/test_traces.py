@@ -112,6 +112,16 @@ def bad_traces(tmp_path):
         "too few blocks": ("t.jsonl", '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1]}\n',
                            "line 1: 1 hash_ids cover 1 x 512 tokens, fewer than input_length 600"),
         "empty": ("t.jsonl", "\n", "no requests in the file"),
+        "negative adapter": ("t.jsonl", '{"timestamp": 0, "input_length": 4, "output_length": 3, "adapter": -1}\n',
+                             "line 1: adapter must be an integer of 0 or more (the adapter's index: lora-0, lora-1, "
+                             "...), got -1"),
+        "adapter as text": ("t.jsonl", '{"timestamp": 0, "input_length": 4, "output_length": 3, "adapter": "a"}\n',
+                            'line 1: adapter must be a number, got "a"'),
+        "fractional adapter": ("t.csv", "Timestamp,Request tokens,Response tokens,adapter\n0,5,5,1.5\n",
+                               "line 2: adapter must be an integer of 0 or more (the adapter's index: lora-0, "
+                               "lora-1, ...), got '1.5'"),
+        "infinite adapter": ("t.csv", "Timestamp,Request tokens,Response tokens,adapter\n0,5,5,inf\n",
+                             "line 2: adapter 'inf' is not a finite number"),
     }
 
 
@@ -168,3 +178,30 @@ def test_dry_run_plans_the_trace_window(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "small-azure.csv (azure): 4 requests" in out and "4 of the trace's 10 requests" in out
     assert trace.exists()
+
+
+def test_a_traced_adapter_is_what_each_request_names_with_lora_mix_trace(model, tmp_path):
+    from harness.config.engine import LoraConfig
+    from harness.scenarios.adapter_mix import check_traced, with_adapters
+
+    lines = [{"timestamp": 100 * i, "input_length": 8, "output_length": 2, "adapter": k} for i, k in
+             enumerate([2, 0, 2, 1])]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    spec = trace_stream(model, path)
+    assert spec.traced_adapters == (2, 0, 2, 1)
+    lora = LoraConfig(adapters=3, mix="trace")
+    check_traced(lora, read_trace(path), "backends[0].lora")
+    assert with_adapters(spec, lora).adapters == ("lora-2", "lora-0", "lora-2", "lora-1")
+    assert with_adapters(spec, LoraConfig(adapters=3)).adapters != ("lora-2", "lora-0", "lora-2", "lora-1")
+    with pytest.raises(UserError, match=rf"^backends\[0\].lora.adapters: stream.trace: {path}: line 1 names adapter "
+                                        r"2, and 2 are made \(lora-0 to lora-1\)$"):
+        check_traced(LoraConfig(adapters=2, mix="trace"), read_trace(path), "backends[0].lora")
+    path.write_text(path.read_text() + json.dumps({"timestamp": 500, "input_length": 8, "output_length": 2}) + "\n")
+    read_trace.cache_clear()
+    assert trace_stream(model, path).traced_adapters == ()  # not every request names one
+    with pytest.raises(UserError, match=rf"^backends\[0\].lora.mix: stream.trace: {path}: line 5: no adapter"):
+        check_traced(lora, read_trace(path), "backends[0].lora")
+    with pytest.raises(UserError, match=r"^backends\[0\].lora.mix: trace takes each request's adapter from "
+                                        r"stream.trace; set stream.arrival: trace, or mix: uniform or zipf$"):
+        check_traced(lora, None, "backends[0].lora")

@@ -238,7 +238,9 @@ class Workload(ABC, Generic[OptionsT]):
         max_tokens = tuple(r.output_tokens for r in chosen)
         requests = BatchSpec(prompts, max_tokens, self.forced, self.sampling,
                              self.stream_seeds(point, phase, len(chosen)))
-        return StreamSpec(requests, tuple(r.time_s for r in chosen), point.max_concurrency, release=stream.release)
+        traced = tuple(r.adapter for r in chosen if r.adapter is not None)  # lora.mix: trace names them
+        return StreamSpec(requests, tuple(r.time_s for r in chosen), point.max_concurrency, release=stream.release,
+                          traced_adapters=traced if len(traced) == len(chosen) else ())
 
     def _traced_prompt(self, request, index: int, phase: int) -> List[int]:
         if not request.hash_ids:

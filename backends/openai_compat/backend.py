@@ -155,6 +155,7 @@ class OpenAIBackend(Backend[OpenAIOptions]):
         self.log_path = tmp / "server.log"
         # vLLM has POST /reset_prefix_cache (emptied before each point) only in its development mode.
         env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1"} if starts_vllm(command) else None
+        env = lora.server_env(self.options.lora, tmp / "adapters", env)
         self._proc = start_server(self.argv, self.log_path, env)
         self.server_pid = self._proc.pid
         base_url = f"http://127.0.0.1:{self.port}"

@@ -60,6 +60,14 @@ def check_lora(key: str, command: str, lora: Any) -> None:
         if used is not None:
             raise UserError(f"{key}.command: {used} is filled from {key}.lora, the adapters the harness makes; add a "
                             "lora section or remove it")
+    elif lora.load == "on_demand":
+        if "{lora_modules}" in command:
+            raise UserError(f"{key}.command: {{lora_modules}} loads every adapter as the server starts; with "
+                            f"{key}.lora.load: on_demand the server finds each when a request first names it: remove "
+                            "--lora-modules {lora_modules}")
+        if "--enable-lora" not in words:
+            raise UserError(f"{key}.command: must serve adapters: add --enable-lora --max-loras {{lora_adapters}} "
+                            "--max-lora-rank {lora_rank} (vLLM's flags)")
     elif "{lora_modules}" not in words:
         raise UserError(f"{key}.command: must load the adapters {key}.lora makes: add --enable-lora --max-loras "
                         "{lora_adapters} --max-lora-rank {lora_rank} --lora-modules {lora_modules} (vLLM's flags; "

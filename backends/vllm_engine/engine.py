@@ -129,7 +129,7 @@ class VLLMBackend(Backend[VLLMOptions]):
         self._check_same_clock()
         self.adapters = vllm_lora.Adapters(self.model, self.options.lora) if self.options.lora else None
         if self.shape.scenario == "stream":
-            self.engine = AsyncEngine(self._engine_args())
+            self.engine = AsyncEngine(self._engine_args(), self.adapters.at_start() if self.adapters else [])
             vllm_config = self.engine.vllm_config
         else:
             from vllm import LLM

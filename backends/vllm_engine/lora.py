@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 from harness.config.engine import LoraConfig
 from harness.model.spec import ModelSpec
@@ -31,10 +31,16 @@ class Adapters:
         from harness.model.adapters import write_adapters
 
         self._folder = tempfile.TemporaryDirectory(prefix="bench-vllm-lora-")
+        self.load = lora.load
         names = [adapter_name(i) for i in range(lora.adapters)]
         made = write_adapters(model, lora, Path(self._folder.name), names)
         # vLLM's adapter ids start at 1 (0 is the model alone)
         self.requests = {name: LoRARequest(name, i + 1, str(path)) for i, (name, path) in enumerate(made)}
+
+    def at_start(self) -> List[Any]:
+        """The LoRARequests the engine loads as it starts (`lora.load: start`); none on demand, where vLLM loads an
+        adapter when the first request naming it is scheduled."""
+        return list(self.requests.values()) if self.load == "start" else []
 
     def close(self) -> None:
         self._folder.cleanup()

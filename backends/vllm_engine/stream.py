@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import itertools
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 from backends.vllm_engine.speculative import spec_totals
 from harness.scenarios.stream import StreamSpec, StreamTiming, Submitted, TokenClock, run_stream
@@ -25,7 +25,7 @@ ENGINE_SHUTDOWN_TIMEOUT_S = 60.0
 class AsyncEngine:
     """One AsyncLLM and the event loop it runs on, for every stream of a backend; `close()` ends both."""
 
-    def __init__(self, engine_args: Dict[str, Any]):
+    def __init__(self, engine_args: Dict[str, Any], adapters: Sequence[Any] = ()):
         """AsyncLLM with the same engine arguments, built on the loop every stream of this backend runs on.
 
         Built from inside that loop, so that its background tasks (the socket reader and the output handler,
@@ -36,7 +36,8 @@ class AsyncEngine:
         (ENGINE_CONTEXT) falls back to SchedulerConfig's 128 sequences and 2,048 tokens on every platform,
         `vllm.LLM`'s (LLM_CLASS) to per-platform ones (CPU: 256 and 4,096; H100: 1,024 and 16,384). LLM_CLASS
         here too: a stream and a batch of one sweep run the same scheduler limits (`runtime_info` shows them;
-        `vllm serve` would pick OPENAI_API_SERVER's, which engine_args can pin).
+        `vllm serve` would pick OPENAI_API_SERVER's, which engine_args can pin). `adapters`: LoRARequests loaded
+        before it is used (`lora.load: start`).
         """
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.usage.usage_lib import UsageContext
@@ -47,7 +48,10 @@ class AsyncEngine:
         self._request_ids = itertools.count()
 
         async def build():
-            return AsyncLLM.from_engine_args(args, usage_context=UsageContext.LLM_CLASS)
+            engine = AsyncLLM.from_engine_args(args, usage_context=UsageContext.LLM_CLASS)
+            for adapter in adapters:  # LoRA adapters loaded at start, as vLLM's server loads its --lora-modules
+                await engine.add_lora(adapter)
+            return engine
 
         try:
             self.engine = self.loop.run_until_complete(build())

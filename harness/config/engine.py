@@ -13,7 +13,8 @@ from harness.errors import UserError
 from harness.fields import opt
 
 
-LORA_MIXES = ("uniform", "zipf")
+LORA_MIXES = ("uniform", "zipf", "trace")
+LORA_LOADS = ("start", "on_demand")
 MAX_ADAPTERS = 256  # each a file set on disk and a slot the server may hold
 
 
@@ -29,14 +30,20 @@ class LoraConfig:
                                     "changes, by their last name in the model (q_proj, k_proj, v_proj, o_proj, "
                                     "gate_proj, up_proj, down_proj for Llama).")
     mix: str = opt("uniform", help="Which adapter each request names: uniform (each alike) | zipf (adapter k with "
-                   "weight 1 / (k+1)^zipf_exponent, a few hot and a long tail, as SGLang's benchmark draws them).")
+                   "weight 1 / (k+1)^zipf_exponent, a few hot and a long tail, as SGLang's benchmark draws them) | "
+                   "trace (stream.trace's adapter field or column: request i names lora-<its index>).")
     zipf_exponent: Optional[float] = opt(None, gt=0, le=10, help="With mix: zipf, its exponent (default 1.0); "
                                          "higher: more of the requests on the first adapters.")
     seed: int = opt(0, ge=0, le=2**31 - 1, help="Seeds the adapters' weights and the requests' draws.")
+    load: str = opt("start", help="When the engine loads each adapter: start (every one as it starts: vLLM's "
+                    "--lora-modules {lora_modules}; in process, before the first point) | on_demand (when a request "
+                    "first names it: vLLM's LoRA resolver finds it in the adapters' folder, its load in that request's "
+                    "TTFT).")
 
     def validate(self, key: str) -> None:
-        if self.mix not in LORA_MIXES:
-            raise UserError(f"{key}.mix: {self.mix!r} is not one of {', '.join(LORA_MIXES)}")
+        for name, allowed in (("mix", LORA_MIXES), ("load", LORA_LOADS)):
+            if getattr(self, name) not in allowed:
+                raise UserError(f"{key}.{name}: {getattr(self, name)!r} is not one of {', '.join(allowed)}")
         if self.zipf_exponent is not None and self.mix != "zipf":
             raise UserError(f"{key}.zipf_exponent: shapes mix: zipf, and mix is {self.mix}; remove it or set mix: zipf")
         if not self.target_modules:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from harness.config.engine import LoraConfig
 from harness.errors import UserError
@@ -40,13 +40,17 @@ def lora_layers(model: ModelSpec, lora: LoraConfig, key: str = "lora") -> List[T
     return found
 
 
-def write_adapters(model: ModelSpec, lora: LoraConfig, folder: Path, names: Sequence[str]) -> List[Tuple[str, Path]]:
-    """One adapter per name in `folder`, a sub-folder each named so, each with weights of its own: [(name, path)]."""
+def write_adapters(model: ModelSpec, lora: LoraConfig, folder: Path, names: Sequence[str],
+                   base_model: Optional[str] = None) -> List[Tuple[str, Path]]:
+    """One adapter per name in `folder`, a sub-folder each named so, each with weights of its own: [(name, path)].
+    `base_model`: the model's name as the server was started with it (vLLM's LoRA resolver loads only an adapter
+    whose config names it); default the model's source."""
     import torch
     from safetensors.torch import save_file
 
     layers = lora_layers(model, lora)
-    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": model.source, "r": lora.rank,
+    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": base_model or model.source,
+              "r": lora.rank,
               "lora_alpha": 2 * lora.rank, "lora_dropout": 0.0, "target_modules": sorted(lora.target_modules),
               "bias": "none", "fan_in_fan_out": False, "use_rslora": False, "use_dora": False,
               "modules_to_save": None, "init_lora_weights": False}

@@ -18,6 +18,7 @@ from harness.model.spec import ModelSpec
 from harness.model.tokenizer import text_token_ids
 from harness.plan.entry import EntryPlan
 from harness.plan.points import BatchSearchPlan, PlannedPoint, SweepPoint
+from harness.scenarios.adapter_mix import check_traced
 from harness.scenarios.batch_search import DEFAULT_MAX_BATCH_SIZE
 
 
@@ -44,6 +45,7 @@ def plan_sweep(config: SweepConfig, model: ModelSpec, backends: Registry[EngineC
             from harness.model.adapters import lora_layers
 
             lora_layers(model, options.lora, f"{entry_key(config, i)}.lora")
+            check_traced(options.lora, getattr(workload, "trace", None), f"{entry_key(config, i)}.lora")
         options.validate_model(entry_key(config, i), model)
         placement = cls.resolve_placement(options)
         loaded = model.loaded_as(options.quantization, placement.device)  # what its estimates and roofline use

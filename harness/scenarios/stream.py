@@ -53,7 +53,8 @@ class StreamSpec:
     as its turn before ends (`prompt_ids`, `chat_messages` are what an engine sends). `release`: how `drive` waits
     for each request's time (`stream.release`: harness/scenarios/release.py's POLICIES). `answer_ids`: the caller
     reads each answer's token ids (accuracy scoring), so a server that can hand them back is asked to. `adapters`:
-    the LoRA adapter each request names (harness/scenarios/adapter_mix.py); () for the model alone."""
+    the LoRA adapter each request names (harness/scenarios/adapter_mix.py); () for the model alone.
+    `traced_adapters`: a replayed trace's adapter index per request, where its every request gives one."""
 
     requests: BatchSpec
     arrivals_s: Tuple[float, ...]
@@ -62,6 +63,7 @@ class StreamSpec:
     release: str = DEFAULT_POLICY
     answer_ids: bool = False
     adapters: Tuple[str, ...] = ()
+    traced_adapters: Tuple[int, ...] = ()
     _built_ids: Dict[int, List[int]] = field(default_factory=dict, compare=False, repr=False)
     _built_messages: Dict[int, Tuple[Tuple[str, str], ...]] = field(default_factory=dict, compare=False, repr=False)
 

@@ -7,6 +7,9 @@ Formats (`stream.trace_format`, or detected from the file's suffix and header):
   shared in the replay);
 - burstgpt: the BurstGPT CSV (`Timestamp` in s, `Request tokens`, `Response tokens`).
 
+Any format may give each request's LoRA adapter, by its index (`adapter`: a JSON field, or a CSV column), which an
+entry's `lora.mix: trace` names it by (docs/measurement.md, "LoRA adapters").
+
 Every error is a `UserError` naming the file and its 1-based line (docs/measurement.md, "Trace replay").
 """
 
@@ -31,20 +34,22 @@ FORMATS = ("azure", "mooncake", "burstgpt")
 MOONCAKE_BLOCK_TOKENS = 512
 _CSV_COLUMNS = {"azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
                 "burstgpt": ("Timestamp", "Request tokens", "Response tokens")}
-# A request as read from the file, before `_checked`: its line, time in s, lengths as given, and hash ids.
-_Row = Tuple[int, float, object, object, Tuple[int, ...]]
+# A request as read from the file, before `_checked`: its line, time in s, lengths as given, hash ids, and its
+# adapter as given (None: none).
+_Row = Tuple[int, float, object, object, Tuple[int, ...], object]
 
 
 @dataclass(frozen=True)
 class TraceRequest:
-    """One traced request: `time_s` from the trace's first request, its prompt and answer lengths, and its prompt's
-    block ids (Mooncake), empty where the trace has none."""
+    """One traced request: `time_s` from the trace's first request, its prompt and answer lengths, its prompt's
+    block ids (Mooncake), empty where the trace has none, and the index of the LoRA adapter it names (None: none)."""
 
     time_s: float
     input_tokens: int
     output_tokens: int
     hash_ids: Tuple[int, ...] = ()
     line: int = 0
+    adapter: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -123,11 +128,11 @@ def _mooncake_rows(text: str, fmt: str, where: str) -> List[_Row]:
         hash_ids = item.get("hash_ids") or []
         if not isinstance(hash_ids, list) or not all(is_int(h) and h >= 0 for h in hash_ids):
             raise UserError(f"{where}: line {line}: hash_ids must be a list of integers of 0 or more")
-        for key in ("timestamp", "input_length", "output_length"):
-            if not is_number(item[key]):  # JSON has numbers: text or true here is a wrong field, not a value
+        for key in ("timestamp", "input_length", "output_length", "adapter"):
+            if key in item and not (key == "adapter" and item[key] is None) and not is_number(item[key]):  # JSON has numbers: text or true here is a wrong field, not a value
                 raise UserError(f"{where}: line {line}: {key} must be a number, got {json.dumps(item[key])}")
         time_s = _number(item["timestamp"], "timestamp", where, line) / 1000.0
-        rows.append((line, time_s, item["input_length"], item["output_length"], tuple(hash_ids)))
+        rows.append((line, time_s, item["input_length"], item["output_length"], tuple(hash_ids), item.get("adapter")))
     return rows
 
 
@@ -146,14 +151,15 @@ def _csv_rows(text: str, fmt: str, where: str) -> List[_Row]:
         fields = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or ())
         if fields != columns:
             raise UserError(f"{where}: line {line}: {fields} of {columns} fields")
-        rows.append((line, parse_time(row[time_col], time_col, where, line), row[in_col], row[out_col], ()))
+        rows.append((line, parse_time(row[time_col], time_col, where, line), row[in_col], row[out_col], (),
+                     row.get("adapter") or None))  # an empty cell: no adapter
     return rows
 
 
 def _checked(rows: Sequence[_Row], where: str) -> Tuple[TraceRequest, ...]:
     first = rows[0][1]
     out, last = [], -math.inf
-    for line, time_s, inputs, outputs, hash_ids in rows:
+    for line, time_s, inputs, outputs, hash_ids, adapter in rows:
         if time_s < last:
             raise UserError(f"{where}: line {line}: out of time order (earlier than the line before)")
         last = time_s
@@ -166,7 +172,7 @@ def _checked(rows: Sequence[_Row], where: str) -> Tuple[TraceRequest, ...]:
             raise UserError(f"{where}: line {line}: {len(hash_ids)} hash_ids for input_length {n_in}: one per "
                             f"{MOONCAKE_BLOCK_TOKENS} tokens is {-(-n_in // MOONCAKE_BLOCK_TOKENS)}")
         # to the microsecond: an epoch float's last bits would put a request at 0.2999999 s outside a window at 0.3
-        out.append(TraceRequest(round(time_s - first, 6), n_in, n_out, hash_ids, line))
+        out.append(TraceRequest(round(time_s - first, 6), n_in, n_out, hash_ids, line, _adapter(adapter, where, line)))
     return tuple(out)
 
 
@@ -176,6 +182,17 @@ def _length(value, what: str, where: str, line: int) -> int:
         raise UserError(f"{where}: line {line}: {what} length {value!r} is more tokens than any model takes")
     if n != int(n) or n < 1:
         raise UserError(f"{where}: line {line}: {what} length must be a positive integer, got {value!r}")
+    return int(n)
+
+
+def _adapter(value, where: str, line: int) -> Optional[int]:
+    """A request's adapter index: a whole number of 0 or more, in JSON or as CSV text; None where not given."""
+    if value is None:
+        return None
+    n = _number(value, "adapter", where, line)
+    if n != int(n) or n < 0 or n >= 2**31:
+        raise UserError(f"{where}: line {line}: adapter must be an integer of 0 or more (the adapter's index: "
+                        f"lora-0, lora-1, ...), got {value!r}")
     return int(n)
 
 
@@ -218,8 +235,8 @@ def windowed(trace: Trace, start_s: float, duration_s: Optional[float], max_requ
         raise UserError(f"stream.window: no request of {trace.path} falls in it (the trace spans "
                         f"{trace.span_s:g} s from its first request)")
     first = chosen[0].time_s
-    scaled = tuple(TraceRequest((r.time_s - first) * time_scale, r.input_tokens, r.output_tokens, r.hash_ids, r.line)
-                   for r in chosen)
+    scaled = tuple(TraceRequest((r.time_s - first) * time_scale, r.input_tokens, r.output_tokens, r.hash_ids, r.line,
+                                r.adapter) for r in chosen)
     left_out = len(trace.requests) - len(chosen)
     note = ""
     if left_out:
