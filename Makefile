@@ -8,7 +8,7 @@ READY := $(VENV)/.ready
 setup: $(READY)
 
 # The venv, then headless Chromium for report.html's browser test (apt-get as root where missing: install-browser.sh).
-$(READY): requirements.txt requirements-dev.txt requirements-eval.txt requirements-cpu.txt requirements-gpu.txt scripts/setup-venv.sh scripts/install-browser.sh
+$(READY): requirements.txt requirements-dev.txt requirements-eval.txt requirements-tracking.txt requirements-tracking-server.txt requirements-cpu.txt requirements-gpu.txt scripts/setup-venv.sh scripts/install-browser.sh
 	bash scripts/setup-venv.sh $(VENV)
 	bash scripts/install-browser.sh
 	touch $@

@@ -264,6 +264,14 @@ def _main(argv: List[str]) -> int:
         from harness.measure.logmarkers import LogMarkers
 
         options.observer = LogMarkers()
+    if config.tracking.any:  # docs/guides/tracking.md
+        from app.tracking import Observers, TrackingObserver
+
+        try:
+            options.observer = Observers(options.observer, TrackingObserver(config.tracking, out.path))
+        except UserError as e:  # a damaged tracking.json: which runs to continue is not known
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     return run_sweep(config, plans, out, done, previous, options)
 
 

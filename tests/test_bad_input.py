@@ -345,6 +345,26 @@ CASES = {
         [IMAGES, "workload.prompts=prompts/example-conversations.jsonl", "workload.multi_turn=true"],
         "backends[0].images: go with each request's own prompt, and a conversation's later turns would send its "
         "history's images again; use single-turn prompts (workload.multi_turn: false)"),
+    "tracker url scheme": ([TINY, "tracking.mlflow.tracking_uri=ftp://x"], "tracking.mlflow.tracking_uri: 'ftp://x' "
+                           "is not an http://, https:// or file:// URL"),
+    "tracker url with a password": (
+        [TINY, "tracking.mlflow.tracking_uri=http://user:pw@127.0.0.1:5000"], "tracking.mlflow.tracking_uri: holds "
+        "credentials, and the YAML is copied into every results folder; give them in MLFLOW_TRACKING_USERNAME and "
+        "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"),
+    "tracker without a host": ([TINY, "tracking.mlflow.tracking_uri=http://"],
+                               "tracking.mlflow.tracking_uri: 'http://' names no host (http://HOST:PORT)"),
+    "tracker port out of range": ([TINY, "tracking.mlflow.tracking_uri=http://127.0.0.1:99999"],
+                                  "tracking.mlflow.tracking_uri: 'http://127.0.0.1:99999' is not a URL (Port out of "
+                                  "range 0-65535)"),
+    "tracker without a url": ([TINY, "tracking.mlflow.experiment=x"],
+                              "tracking.mlflow.tracking_uri: required, not set"),
+    "unknown wandb mode": ([TINY, "tracking.wandb.mode=cloud"],
+                           "tracking.wandb.mode: 'cloud' is not one of online, offline"),
+    "wandb project not a name": ([TINY, "tracking.wandb.project=a/b"], "tracking.wandb.project: 'a/b' is not a W&B "
+                                 "name (letters, digits, '_', '-', '.'; at most 128 characters)"),
+    "unknown tracker": ([TINY, "tracking.neptune.project=x"],
+                        "tracking.neptune: unknown key (allowed: mlflow, wandb)"),
+    "tracking not a section": ([TINY, "tracking=3"], "tracking: expected a mapping of keys, got 3"),
     "speculative engine args twice": (
         [TINY, "backends.1.engine_args={speculative_config: {method: ngram}}"],
         "backends[1].engine_args.speculative_config: duplicates backends[1].speculative; set it there"),

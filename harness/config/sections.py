@@ -3,7 +3,10 @@ the sweep itself, loading and cross-field checks are harness/config/sweep.py's."
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
@@ -112,6 +115,22 @@ class OutputConfig:
     )
 
 
+def validate_output(output: OutputConfig) -> None:
+    uri = output.upload_uri
+    if not uri:
+        return
+    import fsspec
+
+    protocol = uri.split("://", 1)[0] if "://" in uri else "file"
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except ValueError:
+        raise UserError(f"output.upload_uri: unknown protocol {protocol!r} (fsspec URLs: s3://, gs://, file://, "
+                        "...)") from None
+    except ImportError as e:
+        raise UserError(f"output.upload_uri: {protocol}:// needs a package fsspec does not have here ({e})") from None
+
+
 def validate_model(model: ModelConfig, key: str) -> None:
     if model.dtype not in DTYPES:
         raise UserError(f"{key}.dtype: {model.dtype!r} is not one of {', '.join(DTYPES)}")
@@ -178,3 +197,79 @@ def validate_target(target: TargetConfig) -> None:
     if target.percentile not in TARGET_PERCENTILES:
         raise UserError(f"target.percentile: {target.percentile} is not one of "
                         f"{', '.join(map(str, TARGET_PERCENTILES))} (the percentiles results.csv holds)")
+
+
+# --- tracking: the experiment trackers a sweep is also sent to (harness/track/; docs/guides/tracking.md). None by
+# default. Credentials come from each tracker's own environment variables (MLFLOW_TRACKING_TOKEN, or
+# MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD; WANDB_API_KEY), never from the YAML, which is copied into
+# every results folder.
+
+MLFLOW_SCHEMES = ("http", "https", "file")
+WANDB_MODES = ("online", "offline")
+MAX_NAME = 128  # an experiment's or project's name: both trackers allow more, a folder name fewer
+_WANDB_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")  # W&B's projects and entities: no slashes, spaces or #?%:
+
+
+@dataclass
+class MlflowConfig:
+    tracking_uri: str = opt(help="The MLflow tracking server, http://HOST:PORT (or https://), or a file:// store.")
+    experiment: Optional[str] = opt(None, help="The experiment the sweep's run goes in, made if missing; default: "
+                                    "benchmark_name.")
+
+
+@dataclass
+class WandbConfig:
+    project: Optional[str] = opt(None, help="The W&B project; default: benchmark_name.")
+    entity: Optional[str] = opt(None, help="The W&B team or user; default: the API key's own.")
+    mode: str = opt("online", help="online (sent as the sweep runs; WANDB_API_KEY from the environment) | offline "
+                    "(written under the results folder's wandb/, for `wandb sync` later).")
+
+
+@dataclass
+class TrackingConfig:
+    mlflow: Optional[MlflowConfig] = opt(None, help="Send the sweep to an MLflow tracking server: one run, a nested "
+                                         "run per entry.")
+    wandb: Optional[WandbConfig] = opt(None, help="Send the sweep to Weights & Biases: one run per entry, grouped by "
+                                       "the sweep, and one for the sweep's files.")
+
+    @property
+    def any(self) -> bool:
+        return self.mlflow is not None or self.wandb is not None
+
+
+def validate_tracking(tracking: TrackingConfig) -> None:
+    for name, package in (("mlflow", "mlflow"), ("wandb", "wandb")):
+        if getattr(tracking, name) is not None and importlib.util.find_spec(package) is None:
+            raise UserError(f"tracking.{name}: its client is not installed here: pip install -r "
+                            "requirements-tracking.txt")
+    if tracking.mlflow is not None:
+        _validate_mlflow(tracking.mlflow)
+    if tracking.wandb is not None:
+        w = tracking.wandb
+        if w.mode not in WANDB_MODES:
+            raise UserError(f"tracking.wandb.mode: {w.mode!r} is not one of {', '.join(WANDB_MODES)}")
+        for name in ("project", "entity"):
+            value = getattr(w, name)
+            if value is not None and (not _WANDB_NAME.match(value) or len(value) > MAX_NAME):
+                raise UserError(f"tracking.wandb.{name}: {value!r} is not a W&B name (letters, digits, '_', '-', '.'; "
+                                f"at most {MAX_NAME} characters)")
+
+
+def _validate_mlflow(m: MlflowConfig) -> None:
+    key = "tracking.mlflow.tracking_uri"
+    try:
+        parts = urllib.parse.urlsplit(m.tracking_uri)
+        parts.port  # noqa: B018: urllib checks the port's range when it is read
+    except ValueError as e:
+        raise UserError(f"{key}: {m.tracking_uri!r} is not a URL ({e})") from None
+    if parts.scheme not in MLFLOW_SCHEMES:
+        raise UserError(f"{key}: {m.tracking_uri!r} is not an http://, https:// or file:// URL")
+    if parts.scheme != "file" and not parts.hostname:
+        raise UserError(f"{key}: {m.tracking_uri!r} names no host (http://HOST:PORT)")
+    if parts.password is not None or parts.username is not None:
+        raise UserError(f"{key}: holds credentials, and the YAML is copied into every results folder; give them in "
+                        "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)")
+    if m.experiment is not None and (not m.experiment.strip() or len(m.experiment) > MAX_NAME
+                                     or not m.experiment.isprintable()):
+        raise UserError(f"tracking.mlflow.experiment: {m.experiment!r} is not an experiment's name (1 to {MAX_NAME} "
+                        "printable characters)")

@@ -35,11 +35,13 @@ from harness.config.sections import (
     TargetConfig,
     validate_hardware,
     validate_model,
+    validate_output,
     validate_quality,
     validate_target,
 )
 from harness.config import sweep_values as values
 from harness.config.stream import StreamConfig
+from harness.config.sections import TrackingConfig, validate_tracking
 from harness.config.sweep_values import check_positive_list
 from harness.errors import UserError
 from harness.fields import SEED_MAX, WEEK_S, opt
@@ -127,6 +129,8 @@ class SweepYaml:
     cluster: ClusterConfig = opt(
         factory=ClusterConfig, measures=False, help="The machines entries with `nodes` above 1 run across "
                                  "(docs/measurement.md, \"More than one node\").")
+    tracking: TrackingConfig = opt(factory=TrackingConfig, measures=False, help="Experiment trackers the results "
+                                   "are also sent to: mlflow, wandb (docs/guides/tracking.md).")
 
 
 class WorkloadConfig(Protocol):
@@ -252,26 +256,13 @@ def validate(config: SweepConfig) -> None:
     config.workload.validate(config)
     config.workload.validate_shared(config)
     _validate_backends(config)
-    if config.output.upload_uri:
-        _validate_upload_uri(config.output.upload_uri)
+    validate_output(config.output)
+    validate_tracking(config.tracking)
     validate_hardware(config.hardware)
     validate_quality(config.quality, model_sections(config))
     validate_accuracy(config.accuracy)
     validate_target(config.target)
     validate_cluster(config.cluster, config.backends, [entry_key(config, i) for i in range(len(config.backends))])
-
-
-def _validate_upload_uri(uri: str) -> None:
-    import fsspec
-
-    protocol = uri.split("://", 1)[0] if "://" in uri else "file"
-    try:
-        fsspec.get_filesystem_class(protocol)
-    except ValueError:
-        raise UserError(f"output.upload_uri: unknown protocol {protocol!r} (fsspec URLs: s3://, gs://, file://, "
-                        "...)") from None
-    except ImportError as e:
-        raise UserError(f"output.upload_uri: {protocol}:// needs a package fsspec does not have here ({e})") from None
 
 
 def model_sections(config: SweepYaml) -> List[Tuple[str, ModelConfig]]:
