@@ -162,7 +162,7 @@ digits-model: setup
 	$(PY) scripts/train_digits_model.py
 
 clean:
-	rm -rf $(VENV) $(VENV)-eval .pytest_cache
+	rm -rf $(VENV) $(VENV)-eval $(VENV)-tracking .pytest_cache
 
 # Harness latency over vLLM's own latency benchmark, same shapes, alternated (target 1.00 +/- 0.05).
 agree-vllm: setup
