@@ -345,8 +345,8 @@ CASES = {
         [IMAGES, "workload.prompts=prompts/example-conversations.jsonl", "workload.multi_turn=true"],
         "backends[0].images: go with each request's own prompt, and a conversation's later turns would send its "
         "history's images again; use single-turn prompts (workload.multi_turn: false)"),
-    "tracker url scheme": ([TINY, "tracking.mlflow.tracking_uri=ftp://x"], "tracking.mlflow.tracking_uri: 'ftp://x' "
-                           "is not an http://, https:// or file:// URL"),
+    "tracker url scheme": ([TINY, "tracking.mlflow.tracking_uri=file:///tmp/mlruns"], "tracking.mlflow.tracking_uri: "
+                           "'file:///tmp/mlruns' is not an http:// or https:// URL (an MLflow tracking server)"),
     "tracker url with a password": (
         [TINY, "tracking.mlflow.tracking_uri=http://user:pw@127.0.0.1:5000"], "tracking.mlflow.tracking_uri: holds "
         "credentials, and the YAML is copied into every results folder; give them in MLFLOW_TRACKING_USERNAME and "

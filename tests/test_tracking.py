@@ -77,7 +77,7 @@ def test_a_folder_goes_to_its_sweeps_trackers_or_those_named_and_its_runs_stay_w
     assert tracking.mlflow is None and tracking.wandb.mode == "offline"
     tracking = folder_tracking_config(tmp_path, mlflow_uri="http://127.0.0.1:5000", wandb_project="p")
     assert tracking.mlflow.tracking_uri == "http://127.0.0.1:5000" and tracking.wandb.project == "p"
-    with pytest.raises(UserError, match=r"tracking.mlflow.tracking_uri: 'ftp://x' is not an http://"):
+    with pytest.raises(UserError, match=r"tracking.mlflow.tracking_uri: 'ftp://x' is not an http:// or https://"):
         folder_tracking_config(tmp_path, mlflow_uri="ftp://x")
     (tmp_path / "config.yaml").write_text("benchmark_name: b\n")
     with pytest.raises(UserError, match=r"its sweep named no tracker \(no tracking section\); give --mlflow-uri"):
@@ -111,6 +111,20 @@ def test_a_tracker_whose_client_is_missing_is_refused_before_the_sweep(monkeypat
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "wandb" else real(name, *rest))
-    with pytest.raises(UserError, match=r"^tracking.wandb: its client is not installed here: pip install -r "
+    with pytest.raises(UserError, match=r"^tracking.wandb: W&B's client is not installed here: pip install -r "
                                         r"requirements-tracking.txt$"):
         validate_tracking(TrackingConfig(wandb=WandbConfig(mode="offline")))
+
+
+def test_mlflow_credentials_come_from_its_own_environment_variables(monkeypatch):
+    from harness.track.mlflow_rest import MlflowRest
+
+    for name in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    assert "Authorization" not in MlflowRest("http://127.0.0.1:5000/").headers
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "ann")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "pw")
+    assert MlflowRest("http://h:5000").headers["Authorization"] == "Basic YW5uOnB3"  # base64 of ann:pw
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "t0k")
+    rest = MlflowRest("http://h:5000/")
+    assert rest.headers["Authorization"] == "Bearer t0k" and rest.base == "http://h:5000"

@@ -1,6 +1,6 @@
 """Sweeps sent to a real MLflow tracking server on 127.0.0.1 (started by the test from .venv-tracking, with a SQLite
-store and a local artifact root, always stopped) and to W&B offline, read back with MLflow's client and W&B's own
-files: the parameters, every metric equal to results.csv, the artifacts; a sweep killed and resumed is one run with
+store and a local artifact root, always stopped) and to W&B offline, read back with MLflow's own client (from
+.venv-tracking: the harness speaks MLflow's REST API and has no MLflow package) and W&B's own files: the parameters, every metric equal to results.csv, the artifacts; a sweep killed and resumed is one run with
 every point once; a tracker that is down costs the sweep one line, and `python -m plots --track` sends the folder
 later. On the null engine (backends/synthetic.py): what is tested is the tracking, not an engine."""
 
@@ -20,7 +20,35 @@ from harness.run.process_group import free_port
 from tests.conftest import REPO, run_benchmark
 from tests.test_resume import wait_for_rows
 
-MLFLOW = REPO / ".venv-tracking" / "bin" / "mlflow"  # make setup installs MLflow's server there (its own venv)
+MLFLOW = REPO / ".venv-tracking" / "bin" / "mlflow"  # make setup installs MLflow there (its own venv)
+# MLflow's client, there: every run of an experiment with its parameters, tags, metrics (each with how many values
+# it holds) and artifacts, as JSON.
+READ_BACK = """
+import json, sys
+from mlflow import MlflowClient
+client = MlflowClient(sys.argv[1])
+def files(run_id, path=None):
+    for item in client.list_artifacts(run_id, path):
+        yield from files(run_id, item.path) if item.is_dir else [item.path]
+experiment = client.get_experiment_by_name(sys.argv[2])
+runs = []
+for run in client.search_runs([experiment.experiment_id]):
+    rid = run.info.run_id
+    runs.append({"name": run.info.run_name, "run_id": rid, "status": run.info.status, "params": run.data.params,
+                 "tags": run.data.tags, "metrics": run.data.metrics, "artifacts": sorted(files(rid)),
+                 "values": {k: len(client.get_metric_history(rid, k)) for k in run.data.metrics}})
+print(json.dumps(runs))
+"""
+
+
+def mlflow_runs(uri: str, experiment: str):
+    """Every run of `experiment`, by name, as MLflow's own client reads them back."""
+    read = subprocess.run([str(MLFLOW.with_name("python")), "-c", READ_BACK, uri, experiment], capture_output=True,
+                          text=True, timeout=120)
+    assert read.returncode == 0, read.stderr[-2000:]
+    runs = json.loads(read.stdout)
+    assert len({r["name"] for r in runs}) == len(runs), "a run made twice"
+    return {r["name"]: r for r in runs}
 SWEEP = (
     "benchmark_name: tracked\n"
     "model: {preset: tiny-llama, weights: random, dtype: fp32}\n"
@@ -83,8 +111,6 @@ def assert_every_figure_sent(rows, metrics_of_entry):
 
 @pytest.mark.engine
 def test_a_sweep_lands_in_mlflow_and_wandb_with_its_config_figures_and_files(mlflow_uri, tmp_path):
-    from mlflow import MlflowClient
-
     yaml = sweep_yaml(tmp_path, f"{{mlflow: {{tracking_uri: '{mlflow_uri}', experiment: first}}, "
                                 "wandb: {mode: offline}}")
     result = run_benchmark(yaml, "--output-dir", tmp_path / "out")
@@ -94,29 +120,26 @@ def test_a_sweep_lands_in_mlflow_and_wandb_with_its_config_figures_and_files(mlf
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["tracking"]["mlflow"]["result"] == manifest["tracking"]["wandb"]["result"] == "sent"
     state = json.loads((out / "tracking.json").read_text())
-    client, ids = MlflowClient(mlflow_uri), state["mlflow"]
-    sweep = client.get_run(ids["run_id"])
-    assert sweep.info.run_name == "out" and sweep.info.status == "FINISHED"
-    assert client.get_experiment(sweep.info.experiment_id).name == "first"
-    assert sweep.data.params["batch_sizes"] == "[1, 2, 4]" and sweep.data.params["seed"] == "0"
-    assert sweep.data.tags["hardware.cpu_cores"] == str(manifest["hardware"]["cpu_cores"])
-    assert sweep.data.tags["software.torch"] == manifest["software"]["torch"]
-    files = {a.path for a in client.list_artifacts(ids["run_id"])} | {
-        a.path for a in client.list_artifacts(ids["run_id"], "plots")}
-    assert {"results.csv", "manifest.json", "plots/report.md", "plots/report.html"} <= files
-    entries = {name: client.get_run(e["run_id"]) for name, e in ids["entries"].items()}
-    assert sorted(entries) == ["a", "b"]
-    for name, run in entries.items():
-        assert run.data.tags["mlflow.parentRunId"] == ids["run_id"] and run.info.status == "FINISHED"
-        assert run.data.params["options.ttft_ms"] == ("20.0" if name == "a" else "10.0")
-    assert_every_figure_sent(ok_rows(out), lambda entry: entries[entry].data.metrics)
+    runs = mlflow_runs(mlflow_uri, "first")
+    assert sorted(runs) == ["a", "b", "out"]  # the sweep's run, named after its folder, and one per entry
+    sweep = runs["out"]
+    assert sweep["run_id"] == state["mlflow"]["run_id"] and sweep["status"] == "FINISHED"
+    assert sweep["params"]["batch_sizes"] == "[1, 2, 4]" and sweep["params"]["seed"] == "0"
+    assert sweep["tags"]["hardware.cpu_cores"] == str(manifest["hardware"]["cpu_cores"])
+    assert sweep["tags"]["software.torch"] == manifest["software"]["torch"]
+    assert {"results.csv", "manifest.json", "plots/report.md", "plots/report.html"} <= set(sweep["artifacts"])
+    for name in ("a", "b"):
+        run = runs[name]
+        assert run["tags"]["mlflow.parentRunId"] == sweep["run_id"] and run["status"] == "FINISHED"
+        assert run["params"]["options.ttft_ms"] == ("20.0" if name == "a" else "10.0")
+    assert_every_figure_sent(ok_rows(out), lambda entry: runs[entry]["metrics"])
     # W&B, offline under the folder's wandb/: a run per entry and one for the sweep, as W&B's own files hold them
-    runs = {name: wandb_run(out, e["run_id"]) for name, e in state["wandb"]["entries"].items()}
-    assert_every_figure_sent(ok_rows(out), lambda entry: runs[entry]["history"])
+    logged = {name: wandb_run(out, e["run_id"]) for name, e in state["wandb"]["entries"].items()}
+    assert_every_figure_sent(ok_rows(out), lambda entry: logged[entry]["history"])
     sweep_files = wandb_run(out, state["wandb"]["run_id"])
     assert (sweep_files["folder"] / "files" / "results.csv").read_text() == (out / "results.csv").read_text()
     assert (sweep_files["folder"] / "files" / "plots" / "report.md").is_file()
-    assert sweep_files["run"].run_group == "out" and runs["a"]["run"].job_type == "entry"
+    assert sweep_files["run"].run_group == "out" and logged["a"]["run"].job_type == "entry"
 
 
 def wandb_run(out: Path, run_id: str):
@@ -165,8 +188,6 @@ def leveldb_log_records(data: bytes):
 
 @pytest.mark.engine
 def test_a_killed_sweep_resumed_is_one_run_with_every_point_once(mlflow_uri, tmp_path):
-    from mlflow import MlflowClient
-
     yaml = sweep_yaml(tmp_path, f"{{mlflow: {{tracking_uri: '{mlflow_uri}', experiment: resumed}}}}")
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, str(REPO / "benchmark.py"), str(yaml), "--output-dir", str(out),
@@ -180,23 +201,15 @@ def test_a_killed_sweep_resumed_is_one_run_with_every_point_once(mlflow_uri, tmp
     assert 4 <= len(ok_rows(out)) < 12
     result = run_benchmark(yaml, "--output-dir", out, "--resume", "--no-plots")
     assert result.returncode == 0, result.stderr[-2000:]
-    client = MlflowClient(mlflow_uri)
-    experiment = client.get_experiment_by_name("resumed")
-    runs = client.search_runs([experiment.experiment_id])
-    assert sorted(r.info.run_name for r in runs) == ["a", "b", "out"]  # the sweep's run and its entries', once
-    entries = {r.info.run_name: r for r in runs if r.info.run_name != "out"}
-    assert_every_figure_sent(ok_rows(out), lambda entry: entries[entry].data.metrics)
-    for run in entries.values():
-        key = next(iter(run.data.metrics))
-        assert len(client.get_metric_history(run.info.run_id, key)) == 1  # sent once, not again on resume
-        assert sum(len(client.get_metric_history(run.info.run_id, k)) for k in run.data.metrics) == \
-            len(run.data.metrics)
+    runs = mlflow_runs(mlflow_uri, "resumed")
+    assert sorted(runs) == ["a", "b", "out"]  # the sweep's run and its entries', once however it was killed
+    assert_every_figure_sent(ok_rows(out), lambda entry: runs[entry]["metrics"])
+    for name in ("a", "b"):
+        assert set(runs[name]["values"].values()) == {1}  # every metric sent once, not again on resume
 
 
 @pytest.mark.engine
 def test_a_tracker_that_is_down_costs_one_line_and_the_folder_is_sent_later(mlflow_uri, tmp_path):
-    from mlflow import MlflowClient
-
     down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     yaml = sweep_yaml(tmp_path, f"{{mlflow: {{tracking_uri: '{down}', experiment: later}}}}")
     out = tmp_path / "out"
@@ -215,8 +228,7 @@ def test_a_tracker_that_is_down_costs_one_line_and_the_folder_is_sent_later(mlfl
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert sent.returncode == 0, sent.stderr
     assert sent.stdout.startswith(f"{out}: tracked in mlflow: {mlflow_uri}, run ")
-    runs = MlflowClient(mlflow_uri).search_runs([MlflowClient(mlflow_uri).get_experiment_by_name("later")
-                                                 .experiment_id])
-    entries = {r.info.run_name: r for r in runs if r.info.run_name != "out"}
-    assert_every_figure_sent(ok_rows(out), lambda entry: entries[entry].data.metrics)
+    runs = mlflow_runs(mlflow_uri, "later")
+    assert sorted(runs) == ["a", "b", "out"] and "results.csv" in runs["out"]["artifacts"]
+    assert_every_figure_sent(ok_rows(out), lambda entry: runs[entry]["metrics"])
     assert json.loads((out / "manifest.json").read_text())["tracking"]["mlflow"]["result"] == "sent"

@@ -204,7 +204,7 @@ def validate_target(target: TargetConfig) -> None:
 # MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD; WANDB_API_KEY), never from the YAML, which is copied into
 # every results folder.
 
-MLFLOW_SCHEMES = ("http", "https", "file")
+MLFLOW_SCHEMES = ("http", "https")  # its REST API (harness/track/mlflow_rest.py): a tracking server
 WANDB_MODES = ("online", "offline")
 MAX_NAME = 128  # an experiment's or project's name: both trackers allow more, a folder name fewer
 _WANDB_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")  # W&B's projects and entities: no slashes, spaces or #?%:
@@ -212,7 +212,7 @@ _WANDB_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")  # W&B's projects and entities: n
 
 @dataclass
 class MlflowConfig:
-    tracking_uri: str = opt(help="The MLflow tracking server, http://HOST:PORT (or https://), or a file:// store.")
+    tracking_uri: str = opt(help="The MLflow tracking server, http://HOST:PORT (or https://).")
     experiment: Optional[str] = opt(None, help="The experiment the sweep's run goes in, made if missing; default: "
                                     "benchmark_name.")
 
@@ -238,10 +238,8 @@ class TrackingConfig:
 
 
 def validate_tracking(tracking: TrackingConfig) -> None:
-    for name, package in (("mlflow", "mlflow"), ("wandb", "wandb")):
-        if getattr(tracking, name) is not None and importlib.util.find_spec(package) is None:
-            raise UserError(f"tracking.{name}: its client is not installed here: pip install -r "
-                            "requirements-tracking.txt")
+    if tracking.wandb is not None and importlib.util.find_spec("wandb") is None:  # MLflow's is the harness's own
+        raise UserError("tracking.wandb: W&B's client is not installed here: pip install -r requirements-tracking.txt")
     if tracking.mlflow is not None:
         _validate_mlflow(tracking.mlflow)
     if tracking.wandb is not None:
@@ -263,8 +261,8 @@ def _validate_mlflow(m: MlflowConfig) -> None:
     except ValueError as e:
         raise UserError(f"{key}: {m.tracking_uri!r} is not a URL ({e})") from None
     if parts.scheme not in MLFLOW_SCHEMES:
-        raise UserError(f"{key}: {m.tracking_uri!r} is not an http://, https:// or file:// URL")
-    if parts.scheme != "file" and not parts.hostname:
+        raise UserError(f"{key}: {m.tracking_uri!r} is not an http:// or https:// URL (an MLflow tracking server)")
+    if not parts.hostname:
         raise UserError(f"{key}: {m.tracking_uri!r} names no host (http://HOST:PORT)")
     if parts.password is not None or parts.username is not None:
         raise UserError(f"{key}: holds credentials, and the YAML is copied into every results folder; give them in "
