@@ -30,7 +30,10 @@ def hit_rates(tmp_path, model, keep: bool):
     path.write_text("benchmark_name: t\nmodel: {preset: tiny-llama, dtype: fp32}\nscenario: stream\n"
                     "backends: [{name: synthetic, ttft_ms: 1, tpot_ms: 1, prefix_caching: true}]\n"
                     "input_lengths: [16]\noutput_lengths: [4]\n"
-                    "stream: {num_requests: 6, num_warmup_requests: 2, request_rates: [200, 300]}\n"
+                    # the second rate runs however the first went: on a loaded machine 200/s was once judged to
+                    # saturate the null engine, and the point this test reads was skipped
+                    "stream: {num_requests: 6, num_warmup_requests: 2, request_rates: [200, 300], "
+                    "stop_at_saturation: false}\n"
                     f"keep_prefix_cache: {str(keep).lower()}\n")
     config = load_config(path, [], BACKENDS, WORKLOADS)
     [plan] = plan_sweep(config, model, BACKENDS, build_workload(config, model))
