@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple, overload
 
 from harness.errors import UserError
 
@@ -30,6 +30,22 @@ def decode_utf8(data: bytes, where: str) -> str:
         line = data[:e.start].count(b"\n") + 1
         raise UserError(f"{where}: not UTF-8 text: byte {e.start} (line {line}) is {data[e.start:e.start + 1]!r}; "
                         "save the file as UTF-8") from None
+
+
+@overload
+def beside_yaml(config_dir: Path, path: str) -> str: ...
+
+
+@overload
+def beside_yaml(config_dir: Path, path: None) -> None: ...
+
+
+def beside_yaml(config_dir: Path, path: Optional[str]) -> Optional[str]:
+    """A relative path as written in a YAML (a prompt, trace, task or image file): beside the YAML where a file is
+    there, else as given (from the working folder); absolute, empty and None paths as they are."""
+    if not path or not path.strip() or Path(path).is_absolute() or not (Path(config_dir) / path).exists():
+        return path
+    return os.path.relpath(Path(config_dir) / path)
 
 
 def read_utf8(path: Path, kind: str) -> str:

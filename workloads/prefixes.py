@@ -8,14 +8,13 @@ workload's own source (`Workload.filler`: seeded random ids, or a prompt file's 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 from harness.errors import UserError
 from harness.fields import is_int, opt
-from harness.files import read_utf8
+from harness.files import beside_yaml, read_utf8
 from harness.model.spec import ModelSpec
 from harness.model.tokenizer import load_tokenizer
 
@@ -31,8 +30,7 @@ class PrefixOptions:
                               "tokenizer); null: from the workload's own source (random ids, or the prompt file).")
 
     def resolve_paths(self, config_dir: Path) -> None:
-        if self.text is not None and not Path(self.text).is_absolute() and (config_dir / self.text).exists():
-            self.text = os.path.relpath(config_dir / self.text)
+        self.text = beside_yaml(config_dir, self.text)
 
 
 def validate_prefix(p: PrefixOptions, replaying_trace: bool) -> None:

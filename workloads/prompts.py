@@ -9,13 +9,13 @@ starts from the same prompts, whatever the engine or batch size.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from harness.files import beside_yaml
 from harness.config.stream import StreamConfig
 from harness.config.sweep import SweepConfig
 from harness.errors import UserError
@@ -63,10 +63,10 @@ class PromptsOptions(TurnOptions, WorkloadOptions):
 
     def resolve_paths(self, config_dir: Path) -> None:
         super().resolve_paths(config_dir)
-        self.prompts = _beside_yaml(config_dir, self.prompts)
+        self.prompts = beside_yaml(config_dir, self.prompts)
         for key in ("json_schema", "tools"):
             if getattr(self, key) is not None:
-                setattr(self, key, _beside_yaml(config_dir, getattr(self, key)))
+                setattr(self, key, beside_yaml(config_dir, getattr(self, key)))
 
     def validate(self, config: SweepConfig) -> None:
         if config.input_lengths is not None:
@@ -94,12 +94,6 @@ class PromptsOptions(TurnOptions, WorkloadOptions):
                 raise UserError("workload.tools: a conversation's next turn would follow a tool call with no tool's "
                                 "result; use single-turn prompts (workload.multi_turn: false)")
             load_tools(Path(self.tools))
-
-
-def _beside_yaml(config_dir: Path, path: str) -> str:
-    """A relative path as written in the YAML: beside the YAML where a file is there, else from the working folder."""
-    beside_yaml = config_dir / path
-    return os.path.relpath(beside_yaml) if not Path(path).is_absolute() and beside_yaml.exists() else path
 
 
 @dataclass(frozen=True)

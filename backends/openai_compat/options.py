@@ -22,6 +22,7 @@ from backends.openai_compat.client import (
 from backends.openai_compat.command import check_lora, check_server_args
 from backends.openai_compat.images import ImagesConfig
 from backends.openai_compat.pooling import MAX_INPUTS_PER_REQUEST, POOLING_ENDPOINTS
+from harness.files import beside_yaml
 from harness.errors import UserError
 from harness.fields import WEEK_S, opt
 
@@ -172,8 +173,7 @@ class OpenAIOptions(BackendOptions):
 
     def resolve_paths(self, config_dir: Path) -> None:
         if self.images is not None and self.images.files is not None:
-            self.images.files = [os.path.relpath(config_dir / p) if not Path(p).is_absolute()
-                                 and (config_dir / p).exists() else p for p in self.images.files]
+            self.images.files = [beside_yaml(config_dir, p) for p in self.images.files]
 
     def validate_model(self, key: str, model) -> None:
         if self.images is not None and not model.takes_images:

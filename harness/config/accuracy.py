@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
+from harness.files import beside_yaml
 from harness.config.sections import SamplingConfig
 from harness.errors import UserError
 from harness.fields import opt
@@ -44,13 +45,8 @@ class AccuracyConfig:
 
     def resolve_paths(self, config_dir: Path) -> None:
         """A relative task path is looked for beside the YAML first, then from the working directory."""
-        self.tasks = [_beside(config_dir, t) for t in self.tasks]
-        self.lm_eval_include = None if self.lm_eval_include is None else _beside(config_dir, self.lm_eval_include)
-
-
-def _beside(config_dir: Path, path: str) -> str:
-    return os.path.relpath(config_dir / path) if path.strip() and not Path(path).is_absolute() \
-        and (config_dir / path).exists() else path
+        self.tasks = [beside_yaml(config_dir, t) for t in self.tasks]
+        self.lm_eval_include = beside_yaml(config_dir, self.lm_eval_include)
 
 
 def validate_accuracy(accuracy: AccuracyConfig) -> None:

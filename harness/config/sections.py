@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence, Tuple
 
+from harness.files import beside_yaml
 from harness.errors import UserError
 from harness.fields import SEED_MAX, opt
 
@@ -103,8 +104,7 @@ class QualityConfig:
 
     def resolve_paths(self, config_dir: Path) -> None:
         """A relative text path is looked for beside the YAML first, then from the working directory."""
-        if self.text is not None and not Path(self.text).is_absolute() and (config_dir / self.text).exists():
-            self.text = os.path.relpath(config_dir / self.text)
+        self.text = beside_yaml(config_dir, self.text)
 
 
 @dataclass

@@ -4,11 +4,11 @@ their checks. Part of the typed config (harness/config/sweep.py), which owns the
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List, Optional
 
+from harness.files import beside_yaml
 from harness.errors import UserError
 from harness.config.kinds import show
 from harness.fields import SEED_MAX, WEEK_S, is_int, is_number, opt
@@ -125,8 +125,7 @@ class StreamConfig:
 
     def resolve_paths(self, config_dir: Path) -> None:
         """A relative trace path is looked for beside the YAML first, then from the working directory."""
-        if self.trace is not None and not Path(self.trace).is_absolute() and (config_dir / self.trace).exists():
-            self.trace = os.path.relpath(config_dir / self.trace)
+        self.trace = beside_yaml(config_dir, self.trace)
 
 
 def validate_stream(stream: StreamConfig) -> None:
