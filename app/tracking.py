@@ -5,7 +5,6 @@ by `python -m plots --track DIR`, which picks up wherever this stopped."""
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 from pathlib import Path
@@ -16,7 +15,7 @@ from harness.config.sections import TrackingConfig
 from harness.measure.writers import ResultsDir
 from harness.track.sync import FolderTracking
 
-SYNC = "sync"
+SYNC, END = "sync", "end"  # what the thread is asked: new rows, or the last rows, the files and the runs' end
 FINISH_WAIT_S = 120.0  # at the end, the files' upload may take this long before the sweep exits without it
 
 
@@ -25,8 +24,7 @@ class TrackingObserver:
 
     def __init__(self, tracking: TrackingConfig, folder: Path):
         self.tracking = FolderTracking(folder, tracking)  # a damaged tracking.json: UserError before the sweep runs
-        # What the thread is asked: SYNC (new rows), or the end: whether the sweep was interrupted
-        self._asks: "queue.Queue[object]" = queue.Queue()
+        self._asks: "queue.Queue[str]" = queue.Queue()
         self._done = threading.Event()
 
     def started(self, out: ResultsDir) -> None:
@@ -37,9 +35,7 @@ class TrackingObserver:
         self._asks.put(SYNC)
 
     def finished(self) -> None:
-        path = self.tracking.folder / "manifest.json"
-        manifest = json.loads(path.read_text())
-        self._asks.put(bool(manifest.get("interrupted")))  # the last rows, the files and the runs' end
+        self._asks.put(END)
         if not self._done.wait(FINISH_WAIT_S):
             console.print(f"warning: the trackers did not finish within {FINISH_WAIT_S:g} s; send the folder with "
                           f"python -m plots --track {self.tracking.folder}", style="yellow")
@@ -61,9 +57,8 @@ class TrackingObserver:
             asks = [self._asks.get()]
             while not self._asks.empty():  # points written while the last send ran: one sync covers them all
                 asks.append(self._asks.get_nowait())
-            ends = [a for a in asks if a is not SYNC]
-            if ends:
-                _say(self.tracking.finish(interrupted=bool(ends[0])))
+            if END in asks:
+                _say(self.tracking.finish())
                 return
             _say(self.tracking.sync())
 

@@ -9,7 +9,6 @@ Exit codes: 0 report written; 2 bad input (one `error:` line on stderr, no trace
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -157,8 +156,7 @@ def _track(args: argparse.Namespace) -> int:
             raise PlotError(f"--track: {folder} is not a results folder (no results.csv)")
         config = folder_tracking_config(folder, args.mlflow_uri, args.wandb_project, args.wandb_mode)
         tracking = FolderTracking(folder, config)
-        manifest = json.loads((folder / "manifest.json").read_text()) if (folder / "manifest.json").is_file() else {}
-        for line in tracking.finish(interrupted=bool(manifest.get("interrupted"))):
+        for line in tracking.finish():
             print(f"warning: {line}", file=sys.stderr)
         for name, outcome in tracking.record().items():
             failed |= outcome["result"] != "sent"

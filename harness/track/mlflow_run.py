@@ -33,10 +33,11 @@ class MlflowRun:
         tagged with the sweep's id, saved before any is made, so that a sweep killed between making a run and saving
         its id finds that run again instead of making a second one."""
         s = self.state  # FolderTracking refused a folder whose runs are on another server
-        s["tracking_uri"] = self.config.tracking_uri
         if "experiment_id" not in s:
             name = self.config.experiment or manifest["config"]["benchmark_name"]
-            s["experiment_id"] = self.api.experiment_id(name) or self.api.create_experiment(name)
+            # the server is named once it answered: a folder whose server was down may go to another one later
+            s.update(experiment_id=self.api.experiment_id(name) or self.api.create_experiment(name),
+                     tracking_uri=self.config.tracking_uri)
         s.setdefault("sweep_id", uuid.uuid4().hex)
         write_state(folder, self.state_root)
         if "run_id" not in s:

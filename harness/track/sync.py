@@ -8,7 +8,6 @@ it never stops it. What reached it and where is kept in tracking.json (harness/t
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
@@ -17,7 +16,7 @@ from harness.config.sections import TrackingConfig
 from harness.errors import UserError
 from harness.files import read_utf8
 from harness.measure.columns.names import R
-from harness.measure.writers import read_rows
+from harness.measure.writers import ResultsDir, read_rows
 from harness.track import content
 from harness.track.state import read_state, write_state
 
@@ -53,9 +52,11 @@ class FolderTracking:
             lines += self._guarded(name, lambda: self._send(tracker, name, by_run))
         return lines
 
-    def finish(self, interrupted: bool) -> List[str]:
-        """The last rows, the folder's files, and every run ended."""
+    def finish(self) -> List[str]:
+        """The last rows, the folder's files, and every run ended: as interrupted where the manifest says the sweep
+        was (Ctrl-C)."""
         lines = self.sync()
+        interrupted = bool((self._manifest() or {}).get("interrupted"))
         files = [self.folder / name for name in content.ARTIFACTS if (self.folder / name).is_file()]
         for name, tracker in list(self.trackers.items()):
             lines += self._guarded(name, lambda: tracker.finish(files, self.folder, interrupted))
@@ -72,16 +73,12 @@ class FolderTracking:
         return out
 
     def record(self) -> Dict[str, Dict[str, Any]]:
-        """The outcome written into manifest.json (`tracking`, replaced whole: the file through a rename, as every
-        write of it), and returned."""
+        """The outcome written into manifest.json's `tracking` (as the sweep writes the manifest), and returned."""
         outcome = self.outcome()
         manifest = self._manifest()
         if manifest is not None:
             manifest["tracking"] = {**manifest.get("tracking", {}), **outcome}
-            path = self.folder / "manifest.json"
-            partial = path.with_name(path.name + ".tracking")
-            partial.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-            os.replace(partial, path)
+            ResultsDir(self.folder).write_manifest(manifest)
         return outcome
 
     def _configured(self) -> List[str]:
@@ -150,9 +147,8 @@ def _tracker(name: str, config: Any, state: Dict[str, Any], root: Dict[str, Any]
 
 
 # What a tracker's client says when it cannot reach the server, as the one line names it.
-_UNREACHABLE = (("Connection refused", "connection refused"), ("NewConnectionError", "connection refused"),
-                ("Name or service not known", "unknown host"), ("timed out", "timed out"),
-                ("Read timed out", "timed out"))
+_UNREACHABLE = (("Connection refused", "connection refused"), ("Name or service not known", "unknown host"),
+                ("timed out", "timed out"))
 
 
 def short_reason(error: Exception) -> str:
