@@ -9,10 +9,8 @@ import pytest
 import yaml
 from PIL import Image as PILImage
 
-from backends.openai_compat.backend import OpenAIBackend
-from backends.openai_compat.options import OpenAIOptions
-from harness.plan.points import SweepShape
-from tests.conftest import REPO, run_benchmark
+from tests.conftest import REPO
+from tests.test_openai_server import make_backend, sweep_on_server
 
 SIZES_PX = (56, 168)
 FILE_SIZES_PX = ((112, 56), (56, 112))  # (width, height): LLaVA-NeXT tiles both into two 56-pixel crops
@@ -27,28 +25,17 @@ def sweep(tmp_path_factory):
     config = yaml.safe_load((REPO / "yamls" / "cpu-images.yaml").read_text())
     entry = config["backends"][0]
     served = resolve_model(ModelConfig(**config["model"]))
-    options = OpenAIOptions(name="openai", command=entry["command"], model=entry["model"], endpoint="chat")
-    backend = OpenAIBackend(options, served, SweepShape(0, 128, 16, scenario="stream"))
+    backend = make_backend(served, command=entry["command"], model=entry["model"], endpoint="chat")
     folder = tmp_path_factory.mktemp("images")
     files = []
     for i, size in enumerate(FILE_SIZES_PX):
         files.append(str(folder / f"photo-{i}.png"))
         PILImage.new("RGB", size, (200, 40 * i, 0)).save(files[-1])
-    try:
-        backend.load()
-        for each in config["backends"]:
-            del each["command"]
-            each.update(base_url=backend.base_url, model=backend.served_model)
-        entry["grid"] = {"images.width_px": list(SIZES_PX)}
-        config["backends"].append({**entry, "label": "files", "grid": {}, "images": {"count": 2, "files": files}})
-        config["stream"].update(request_rates=[4], num_requests=8, num_warmup_requests=1)
-        config["workload"]["prompts"] = str(REPO / "yamls" / config["workload"]["prompts"])
-        path = folder / "images.yaml"
-        path.write_text(yaml.safe_dump(config))
-        result = run_benchmark(path, "--output-dir", folder / "out")
-    finally:
-        backend.close()
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    entry["grid"] = {"images.width_px": list(SIZES_PX)}
+    config["backends"].append({**entry, "label": "files", "grid": {}, "images": {"count": 2, "files": files}})
+    config["stream"].update(request_rates=[4], num_requests=8, num_warmup_requests=1)
+    config["workload"]["prompts"] = str(REPO / "yamls" / config["workload"]["prompts"])
+    sweep_on_server(backend, config, folder)
     return folder / "out"
 
 

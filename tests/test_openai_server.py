@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -38,10 +39,33 @@ VLLM_COMMAND = (
 )
 
 
-def make_backend(model, **options) -> OpenAIBackend:
+def make_backend(served, **options) -> OpenAIBackend:
+    """An openai entry's backend for the model `served` (options may name the `model` requests send)."""
     opts = OpenAIOptions(name="openai", **options)
     opts.validate("backends[0]")
-    return OpenAIBackend(opts, model, SweepShape(0, 128, 64, scenario="stream"))
+    return OpenAIBackend(opts, served, SweepShape(0, 128, 64, scenario="stream"))
+
+
+def sweep_on_server(backend: OpenAIBackend, config: dict, folder: Path) -> subprocess.CompletedProcess:
+    """Start `backend`'s server, send every entry of `config` (a sweep's YAML, read) to it through benchmark.py
+    (its base_url and served model in place of the entry's command) into folder/out, and stop the server, whatever
+    happens: one server start for entries the YAML would start one each for."""
+    import yaml
+
+    from tests.conftest import run_benchmark
+
+    try:
+        backend.load()
+        for entry in config["backends"]:
+            entry.pop("command", None)
+            entry.update(base_url=backend.base_url, model=backend.served_model)
+        path = folder / "sweep.yaml"
+        path.write_text(yaml.safe_dump(config))
+        result = run_benchmark(path, "--output-dir", folder / "out")
+    finally:
+        backend.close()
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return result
 
 
 # The tokenizer's own size: every token the random weights pick decodes to text. The Responses and Messages APIs

@@ -10,8 +10,8 @@ import sys
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_benchmark
-from tests.test_openai_server import TOKENIZER_VOCAB, make_backend
+from tests.conftest import REPO
+from tests.test_openai_server import TOKENIZER_VOCAB, make_backend, sweep_on_server
 
 # vLLM as a pooling model: the last token's hidden state, normalized; one server answers /v1/embeddings and
 # /v1/rerank (a bi-encoder's cosine). The model in the engine core's process: the server starts sooner.
@@ -33,20 +33,12 @@ def sweep(tmp_path_factory):
     served = resolve_model(ModelConfig(preset="tiny-llama", dtype="fp32", overrides={"vocab_size": TOKENIZER_VOCAB}))
     backend = make_backend(served, command=POOLING_COMMAND)
     folder = tmp_path_factory.mktemp("pooling")
-    try:
-        backend.load()
-        config = yaml.safe_load((REPO / "yamls" / "cpu-embeddings.yaml").read_text())
-        assert config["model"]["overrides"] == {"vocab_size": TOKENIZER_VOCAB}  # the server's model
-        for entry in config["backends"]:
-            del entry["command"]
-            entry.update(base_url=backend.base_url, model=backend.served_model, grid={"inputs_per_request": INPUTS})
-        config["stream"].update(request_rates=[8], num_requests=12, num_warmup_requests=1)
-        path = folder / "pooling.yaml"
-        path.write_text(yaml.safe_dump(config))
-        result = run_benchmark(path, "--output-dir", folder / "out")
-    finally:
-        backend.close()
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    config = yaml.safe_load((REPO / "yamls" / "cpu-embeddings.yaml").read_text())
+    assert config["model"]["overrides"] == {"vocab_size": TOKENIZER_VOCAB}  # the server's model
+    for entry in config["backends"]:
+        entry["grid"] = {"inputs_per_request": INPUTS}
+    config["stream"].update(request_rates=[8], num_requests=12, num_warmup_requests=1)
+    result = sweep_on_server(backend, config, folder)
     return folder / "out", result
 
 

@@ -1,8 +1,10 @@
 """Sweeps sent to a real MLflow tracking server on 127.0.0.1 (started by the test from .venv-tracking, with a SQLite
 store and a local artifact root, always stopped) and to W&B offline, read back with MLflow's own client (from
-.venv-tracking: the harness speaks MLflow's REST API and has no MLflow package) and W&B's own files: the parameters, every metric equal to results.csv, the artifacts; a sweep killed and resumed is one run with
-every point once; a tracker that is down costs the sweep one line, and `python -m plots --track` sends the folder
-later. On the null engine (backends/synthetic.py): what is tested is the tracking, not an engine."""
+.venv-tracking: the harness speaks MLflow's REST API and has no MLflow package) and W&B's own files: a sweep
+killed and resumed is one run per entry with its parameters and every point once; a tracker that is down costs the
+sweep one line, W&B beside it gets everything, and `python -m plots --track` sends the folder to MLflow later, the
+artifacts among it; every metric equal to results.csv. On the null engine (backends/synthetic.py): what is tested is
+the tracking, not an engine."""
 
 import csv
 import json
@@ -109,39 +111,6 @@ def assert_every_figure_sent(rows, metrics_of_entry):
             assert sent[f"{content.point_name(row)}/{name}"] == pytest.approx(value, rel=1e-12), name
 
 
-@pytest.mark.engine
-def test_a_sweep_lands_in_mlflow_and_wandb_with_its_config_figures_and_files(mlflow_uri, tmp_path):
-    yaml = sweep_yaml(tmp_path, f"{{mlflow: {{tracking_uri: '{mlflow_uri}', experiment: first}}, "
-                                "wandb: {mode: offline}}")
-    result = run_benchmark(yaml, "--output-dir", tmp_path / "out")
-    assert result.returncode == 0, result.stderr[-2000:]
-    out = tmp_path / "out"
-    assert f"Tracked in mlflow: {mlflow_uri}, run " in result.stdout
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["tracking"]["mlflow"]["result"] == manifest["tracking"]["wandb"]["result"] == "sent"
-    state = json.loads((out / "tracking.json").read_text())
-    runs = mlflow_runs(mlflow_uri, "first")
-    assert sorted(runs) == ["a", "b", "out"]  # the sweep's run, named after its folder, and one per entry
-    sweep = runs["out"]
-    assert sweep["run_id"] == state["mlflow"]["run_id"] and sweep["status"] == "FINISHED"
-    assert sweep["params"]["batch_sizes"] == "[1, 2, 4]" and sweep["params"]["seed"] == "0"
-    assert sweep["tags"]["hardware.cpu_cores"] == str(manifest["hardware"]["cpu_cores"])
-    assert sweep["tags"]["software.torch"] == manifest["software"]["torch"]
-    assert {"results.csv", "manifest.json", "plots/report.md", "plots/report.html"} <= set(sweep["artifacts"])
-    for name in ("a", "b"):
-        run = runs[name]
-        assert run["tags"]["mlflow.parentRunId"] == sweep["run_id"] and run["status"] == "FINISHED"
-        assert run["params"]["options.ttft_ms"] == ("20.0" if name == "a" else "10.0")
-    assert_every_figure_sent(ok_rows(out), lambda entry: runs[entry]["metrics"])
-    # W&B, offline under the folder's wandb/: a run per entry and one for the sweep, as W&B's own files hold them
-    logged = {name: wandb_run(out, e["run_id"]) for name, e in state["wandb"]["entries"].items()}
-    assert_every_figure_sent(ok_rows(out), lambda entry: logged[entry]["history"])
-    sweep_files = wandb_run(out, state["wandb"]["run_id"])
-    assert (sweep_files["folder"] / "files" / "results.csv").read_text() == (out / "results.csv").read_text()
-    assert (sweep_files["folder"] / "files" / "plots" / "report.md").is_file()
-    assert sweep_files["run"].run_group == "out" and logged["a"]["run"].job_type == "entry"
-
-
 def wandb_run(out: Path, run_id: str):
     """An offline W&B run read from its own files: the run record and its history (every row's values merged),
     from the records of run-<id>.wandb (W&B's protobuf Records, in LevelDB's log format)."""
@@ -187,7 +156,9 @@ def leveldb_log_records(data: bytes):
 
 
 @pytest.mark.engine
-def test_a_killed_sweep_resumed_is_one_run_with_every_point_once(mlflow_uri, tmp_path):
+def test_a_sweep_killed_and_resumed_is_one_run_per_entry_with_its_config_and_every_point_once(mlflow_uri, tmp_path):
+    """The sweep sends as it runs; killed with SIGKILL after 4 rows (its worker and tracking thread too) and resumed,
+    it continues the same runs: one for the sweep, one per entry, every metric holding one value."""
     yaml = sweep_yaml(tmp_path, f"{{mlflow: {{tracking_uri: '{mlflow_uri}', experiment: resumed}}}}")
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, str(REPO / "benchmark.py"), str(yaml), "--output-dir", str(out),
@@ -201,20 +172,31 @@ def test_a_killed_sweep_resumed_is_one_run_with_every_point_once(mlflow_uri, tmp
     assert 4 <= len(ok_rows(out)) < 12
     result = run_benchmark(yaml, "--output-dir", out, "--resume", "--no-plots")
     assert result.returncode == 0, result.stderr[-2000:]
+    assert f"Tracked in mlflow: {mlflow_uri}, run " in result.stdout
+    assert json.loads((out / "manifest.json").read_text())["tracking"]["mlflow"]["result"] == "sent"
     runs = mlflow_runs(mlflow_uri, "resumed")
-    assert sorted(runs) == ["a", "b", "out"]  # the sweep's run and its entries', once however it was killed
-    assert_every_figure_sent(ok_rows(out), lambda entry: runs[entry]["metrics"])
+    assert sorted(runs) == ["a", "b", "out"]  # the sweep's run, named after its folder, and one per entry, once
+    sweep = runs["out"]
+    assert sweep["run_id"] == json.loads((out / "tracking.json").read_text())["mlflow"]["run_id"]
+    assert sweep["status"] == "FINISHED"
+    assert sweep["params"]["batch_sizes"] == "[1, 2, 4]" and sweep["params"]["seed"] == "0"
     for name in ("a", "b"):
-        assert set(runs[name]["values"].values()) == {1}  # every metric sent once, not again on resume
+        run = runs[name]
+        assert run["tags"]["mlflow.parentRunId"] == sweep["run_id"] and run["status"] == "FINISHED"
+        assert run["params"]["options.ttft_ms"] == ("20.0" if name == "a" else "10.0")
+        assert set(run["values"].values()) == {1}  # every metric sent once, not again on resume
+    assert_every_figure_sent(ok_rows(out), lambda entry: runs[entry]["metrics"])
 
 
 @pytest.mark.engine
 def test_a_tracker_that_is_down_costs_one_line_and_the_folder_is_sent_later(mlflow_uri, tmp_path):
+    """MLflow down, W&B offline beside it: the sweep ends with its rows and one line, W&B holds everything, and
+    `python -m plots --track` sends the folder to MLflow afterwards, the charts' reports among its files."""
     down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    yaml = sweep_yaml(tmp_path, f"{{mlflow: {{tracking_uri: '{down}', experiment: later}}}}")
+    yaml = sweep_yaml(tmp_path, f"{{mlflow: {{tracking_uri: '{down}', experiment: later}}, wandb: {{mode: offline}}}}")
     out = tmp_path / "out"
     started = time.monotonic()
-    result = run_benchmark(yaml, "--output-dir", out, "--no-plots")
+    result = run_benchmark(yaml, "--output-dir", out)
     assert result.returncode == 0 and len(ok_rows(out)) == 12
     assert time.monotonic() - started < 60
     printed = " ".join(result.stdout.split())  # the console wraps long lines
@@ -224,11 +206,24 @@ def test_a_tracker_that_is_down_costs_one_line_and_the_folder_is_sent_later(mlfl
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["tracking"]["mlflow"] == {"result": "failed",
                                               "error": "cannot reach the server (connection refused)"}
+    assert manifest["tracking"]["wandb"]["result"] == "sent"
+    # W&B, offline under the folder's wandb/: a run per entry and one for the sweep, as W&B's own files hold them
+    state = json.loads((out / "tracking.json").read_text())
+    logged = {name: wandb_run(out, e["run_id"]) for name, e in state["wandb"]["entries"].items()}
+    assert_every_figure_sent(ok_rows(out), lambda entry: logged[entry]["history"])
+    sweep_files = wandb_run(out, state["wandb"]["run_id"])
+    assert (sweep_files["folder"] / "files" / "results.csv").read_text() == (out / "results.csv").read_text()
+    assert (sweep_files["folder"] / "files" / "plots" / "report.md").is_file()
+    assert sweep_files["run"].run_group == "out" and logged["a"]["run"].job_type == "entry"
+    # MLflow, later
     sent = subprocess.run([sys.executable, "-m", "plots", "--track", str(out), "--mlflow-uri", mlflow_uri],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert sent.returncode == 0, sent.stderr
     assert sent.stdout.startswith(f"{out}: tracked in mlflow: {mlflow_uri}, run ")
     runs = mlflow_runs(mlflow_uri, "later")
-    assert sorted(runs) == ["a", "b", "out"] and "results.csv" in runs["out"]["artifacts"]
+    assert sorted(runs) == ["a", "b", "out"]
+    assert runs["out"]["tags"]["hardware.cpu_cores"] == str(manifest["hardware"]["cpu_cores"])
+    assert runs["out"]["tags"]["software.torch"] == manifest["software"]["torch"]
+    assert {"results.csv", "manifest.json", "plots/report.md", "plots/report.html"} <= set(runs["out"]["artifacts"])
     assert_every_figure_sent(ok_rows(out), lambda entry: runs[entry]["metrics"])
     assert json.loads((out / "manifest.json").read_text())["tracking"]["mlflow"]["result"] == "sent"
