@@ -48,6 +48,17 @@ def beside_yaml(config_dir: Path, path: Optional[str]) -> Optional[str]:
     return os.path.relpath(Path(config_dir) / path)
 
 
+def write_whole(path: Path, data: bytes) -> None:
+    """`path` replaced at once: written beside it, flushed to disk, then renamed over it, so that a crash at any
+    instant leaves the old file or the new one, never part of one."""
+    tmp = Path(path).with_name(Path(path).name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def read_utf8(path: Path, kind: str) -> str:
     """The file at `path` as text; UserError naming it (and `kind`, what it was read as) when it cannot be read or is
     not UTF-8."""

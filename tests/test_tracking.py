@@ -62,7 +62,7 @@ def test_tracking_json_is_written_whole_and_a_damaged_one_is_refused(tmp_path):
     assert read_state(tmp_path) == {}
     write_state(tmp_path, {"mlflow": {"run_id": "r1"}})
     assert read_state(tmp_path) == {"mlflow": {"run_id": "r1"}}
-    assert not (tmp_path / "tracking.json.partial").exists()
+    assert not (tmp_path / "tracking.json.tmp").exists()
     (tmp_path / "tracking.json").write_text('{"mlflow": {"run_id": "r1"')  # cut short
     with pytest.raises(UserError, match=rf"^{tmp_path}/tracking.json: not JSON .*restore it, or remove it"):
         read_state(tmp_path)

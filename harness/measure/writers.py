@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from harness.errors import UserError
-from harness.files import MAX_NAME_CHARS, decode_utf8, read_file, writable_folder
+from harness.files import MAX_NAME_CHARS, decode_utf8, read_file, writable_folder, write_whole
 from harness.measure.columns.base import ROW_KEYS
 from harness.measure.columns.readback import ReadBack, once_per_point, read_back
 from harness.measure.columns.results import RESULTS
@@ -189,9 +189,7 @@ class ResultsDir:
 
     def write_manifest(self, manifest: dict) -> None:
         """manifest.json, and accuracy.csv from it where entries answered tasks; each replaced whole."""
-        tmp = self.manifest_json.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-        os.replace(tmp, self.manifest_json)
+        write_whole(self.manifest_json, (json.dumps(manifest, indent=2, default=str) + "\n").encode())
         if scores := accuracy_rows(manifest):
             _rewrite(self.path / "accuracy.csv", ACCURACY_COLUMNS, scores)
 
@@ -285,7 +283,7 @@ def _set_aside_damage(path: Path, columns: List[str]) -> List[str]:
             f.write(f"# {path.name} line {d.line}: {d.why}\n{text}".encode("utf-8", "surrogateescape"))
         f.flush()
         os.fsync(f.fileno())
-    _replace(path, found.sound_text.encode("utf-8", "surrogateescape"))
+    write_whole(path, found.sound_text.encode("utf-8", "surrogateescape"))
     then = ("its point runs again" if path.name == "results.csv" else
             "a point without a whole results.csv row runs again")
     return [f"{path.name} line {d.line}: {d.why}; set aside in {side.name}, {then}" for d in found.damaged]
@@ -329,16 +327,7 @@ def _durable_write(fd: int, data: bytes) -> None:
 
 def _rewrite(path: Path, columns: List[str], rows: Sequence[Mapping[str, object]]) -> None:
     """The whole file replaced at once (a batch search's mark, a resume's repair): written beside it, then renamed."""
-    _replace(path, b"".join([_csv_line(columns), *(_csv_line(_cells(columns, row)) for row in rows)]))
-
-
-def _replace(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_whole(path, b"".join([_csv_line(columns), *(_csv_line(_cells(columns, row)) for row in rows)]))
 
 
 def _format(value: object) -> object:

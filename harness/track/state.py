@@ -8,12 +8,11 @@ guessed at (a second set of runs would follow)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Dict
 
 from harness.errors import UserError
-from harness.files import read_utf8
+from harness.files import read_utf8, write_whole
 
 STATE_FILE = "tracking.json"
 
@@ -34,7 +33,4 @@ def read_state(folder: Path) -> Dict[str, Any]:
 
 
 def write_state(folder: Path, state: Dict[str, Any]) -> None:
-    path = Path(folder) / STATE_FILE
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
-    os.replace(partial, path)
+    write_whole(Path(folder) / STATE_FILE, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode())
